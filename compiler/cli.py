@@ -1,0 +1,65 @@
+"""Command line entry point: parse, dispatch, map outcomes to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+
+from compiler import __version__
+from compiler.commands import COMMANDS
+from compiler.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, StandbycError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as exit 2 without calling sys.exit itself."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageExit(f"{self.prog}: error: {message}\n{self.format_usage().rstrip()}")
+
+
+class _UsageExit(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="standbyc", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"standbyc {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show tracebacks for every error"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for register in COMMANDS.values():
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    raw = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(raw)
+    except _UsageExit as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except SystemExit as exc:  # --help / --version
+        return int(exc.code or 0)
+    try:
+        code: int = args.func(args)
+    except StandbycError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"standbyc: {exc.render()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        traceback.print_exc()
+        print(
+            "standbyc: internal error (a bug in standbyc); please report it with the traceback above",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+    return code

@@ -1,0 +1,97 @@
+"""The one wrapper for every external program standbyc runs.
+
+Programs are found in ``$STANDBYC_TOOLS_DIR``, then the project-local
+``.tools/bin`` (``make tools`` installs there), then ``$PATH``. Commands are
+always argv lists; nothing goes through a shell.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler.errors import ToolFailed, ToolMissing
+
+INSTALL_HINTS: dict[str, str] = {
+    "kubeconform": "make tools  (go install github.com/yannh/kubeconform/cmd/kubeconform@v0.7.0)",
+    "promtool": "make tools  (Prometheus promtool; see README 'Validators')",
+    "pint": "make tools  (go install github.com/cloudflare/pint/cmd/pint@v0.87.0)",
+    "rsync": "apt-get install rsync",
+}
+
+
+def search_dirs() -> list[Path]:
+    dirs: list[Path] = []
+    env_dir = os.environ.get("STANDBYC_TOOLS_DIR")
+    if env_dir:
+        dirs.append(Path(env_dir))
+    dirs.append(Path(__file__).resolve().parent.parent / ".tools" / "bin")
+    dirs.append(Path.cwd() / ".tools" / "bin")
+    return dirs
+
+
+def find(name: str) -> Path | None:
+    for d in search_dirs():
+        candidate = d / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+def require(name: str) -> Path:
+    path = find(name)
+    if path is None:
+        hint = INSTALL_HINTS.get(name, f"install {name}")
+        raise ToolMissing(f"{name} is not installed; install it with: {hint}")
+    return path
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def describe(self) -> str:
+        """The command, its exit code and its indented output, for error messages."""
+        lines = [f"command: {' '.join(self.argv)}", f"exit code: {self.returncode}"]
+        for label, text in (("stdout", self.stdout), ("stderr", self.stderr)):
+            body = text.rstrip("\n")
+            lines.append(f"{label}:" + ("" if body else " (empty)"))
+            lines.extend("    " + line for line in body.splitlines())
+        return "\n".join(lines)
+
+
+def run(
+    name: str,
+    args: Sequence[str],
+    *,
+    ok_codes: Sequence[int] = (0,),
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 600.0,
+) -> Result:
+    """Run tool ``name`` with ``args``; raise ToolFailed on an exit code not in ``ok_codes``."""
+    binary = require(name)
+    argv = (str(binary), *args)
+    proc = subprocess.run(  # noqa: S603 - argv list, never a shell
+        argv,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    result = Result(argv, proc.returncode, proc.stdout, proc.stderr)
+    if proc.returncode not in ok_codes:
+        raise ToolFailed(f"{name} failed\n{result.describe()}")
+    return result
