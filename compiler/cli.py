@@ -26,10 +26,10 @@ class _UsageExit(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="standbyc", description=__doc__)
     parser.add_argument("--version", action="version", version=f"standbyc {__version__}")
-    parser.add_argument(
-        "--debug", action="store_true", help="show tracebacks for every error"
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for every error")
+    sub: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_Parser
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for register in COMMANDS.values():
         register(sub)
@@ -58,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception:
         traceback.print_exc()
         print(
-            "standbyc: internal error (a bug in standbyc); please report it with the traceback above",
+            "standbyc: internal error (a bug in standbyc); "
+            "please report it with the traceback above",
             file=sys.stderr,
         )
         return EXIT_INTERNAL

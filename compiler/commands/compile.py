@@ -1,0 +1,80 @@
+"""``standbyc compile``: specs in, validated ``out/`` written atomically."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from typing import Any
+
+from compiler import outdir, units
+from compiler.commands._common import add_compile_options, desired_tree, emit_json
+from compiler.pipeline import CompiledSpec
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("compile", help="compile specs into out/ (atomically)")
+    add_compile_options(parser)
+    parser.set_defaults(func=run)
+
+
+def _spec_summary(one: CompiledSpec) -> dict[str, Any]:
+    kinds = Counter(e.kind for e in one.objects if e.is_resource)
+    return {
+        "source": one.plan.source,
+        "directory": one.directory,
+        "files": len(one.files),
+        "objects": dict(sorted(kinds.items())),
+        "derived": one.plan.summary(),
+    }
+
+
+def _print_text(
+    out_name: str, changed: bool, counts: dict[str, int], specs: list[dict[str, Any]]
+) -> None:
+    if changed:
+        print(
+            f"wrote {out_name}/: {counts['added']} added, {counts['changed']} changed, "
+            f"{counts['removed']} removed"
+        )
+    else:
+        print(f"{out_name}/ is up to date")
+    for s in specs:
+        d = s["derived"]
+        objects = ", ".join(f"{n} {k}" for k, n in s["objects"].items())
+        print(f"  {s['directory']}  <- {s['source']}")
+        print(f"    objects: {objects}")
+        fc, dl, hc = d["fullCopy"], d["delta"], d["healthChecks"]
+        print(
+            f"    full copy: {fc['formula']} = {fc['gigabits']} Gbit -> "
+            f"{units.human_seconds(fc['seconds'])} at line rate"
+        )
+        print(
+            f"    delta: {dl['formula']} = {units.human_bytes(dl['bytes'])} -> "
+            f"{units.human_seconds(dl['seconds'])}"
+        )
+        print(
+            f"    health checks: {hc['formula']} = {hc['probesPerSecond']:g} probes/s, "
+            f"{units.human_bytes(hc['bytesPerSecond'])}/s"
+        )
+        for tier, t in d["tiers"].items():
+            print(
+                f"    tier {tier}: {t['replicas']} x egress {t['egress']}bit/s, priority "
+                f"{t['priority']}, weight sync {units.human_bits(t['syncRateBitsPerSecond'])}"
+            )
+
+
+def run(args: argparse.Namespace) -> int:
+    compiled, current, desired = desired_tree(args)
+    changed = outdir.replace(args.out, desired)
+    before = current.owned
+    counts = {
+        "added": sum(1 for p in desired if p not in before),
+        "changed": sum(1 for p in desired if p in before and before[p] != desired[p]),
+        "removed": sum(1 for p in before if p not in desired),
+    }
+    specs = [_spec_summary(c) for c in compiled]
+    if args.format == "json":
+        emit_json({"out": str(args.out), "changed": changed, "files": counts, "specs": specs})
+    else:
+        _print_text(args.out.name, changed, counts, specs)
+    return 0

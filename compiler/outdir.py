@@ -1,0 +1,162 @@
+"""Step 6: read, compare and atomically replace the output directory.
+
+standbyc owns the files in ``out/`` that start with its header; anything else
+is the user's and is carried over untouched. A new tree is built in a
+sibling directory, validated there, and swapped in with two renames. If
+anything fails before the swap, ``out/`` is exactly as it was. A crash
+between the two renames leaves ``.<out>.standbyc-old``, which the next run
+moves back before doing anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import fcntl
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler import yamlio
+from compiler.errors import UsageError
+
+MAX_OWNED_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Contents:
+    owned: dict[str, str]  # standbyc's files, by path relative to out/
+    foreign: list[str]  # everything else, carried over as is
+
+
+def _sibling(out: Path, suffix: str) -> Path:
+    return out.parent / f".{out.name}.standbyc-{suffix}"
+
+
+def read(out: Path) -> Contents:
+    owned: dict[str, str] = {}
+    foreign: list[str] = []
+    if not out.is_dir():
+        return Contents(owned, foreign)
+    for path in sorted(out.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        rel = path.relative_to(out).as_posix()
+        text = None
+        if path.stat().st_size <= MAX_OWNED_BYTES:
+            with contextlib.suppress(UnicodeDecodeError):
+                text = path.read_text(encoding="utf-8")
+        if text is not None and yamlio.is_generated(text):
+            owned[rel] = text
+        else:
+            foreign.append(rel)
+    return Contents(owned, foreign)
+
+
+def diff(current: dict[str, str], desired: dict[str, str], out_name: str) -> str:
+    """Unified diffs, file by file, from what is in ``out/`` to what should be."""
+    chunks: list[str] = []
+    for rel in sorted(set(current) | set(desired)):
+        before, after = current.get(rel), desired.get(rel)
+        if before == after:
+            continue
+        chunks.extend(
+            difflib.unified_diff(
+                (before or "").splitlines(keepends=True),
+                (after or "").splitlines(keepends=True),
+                fromfile=f"{out_name}/{rel}" if before is not None else "/dev/null",
+                tofile=f"{out_name}/{rel}" if after is not None else "/dev/null",
+            )
+        )
+    return "".join(chunks)
+
+
+@contextlib.contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """One standbyc at a time per output directory."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = _sibling(out, "lock")
+    with lock_path.open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"another standbyc is writing {out}; try again") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def recover(out: Path) -> None:
+    """Finish or undo a swap that a crash interrupted."""
+    old, new = _sibling(out, "old"), _sibling(out, "new")
+    if old.exists():
+        if out.exists():
+            shutil.rmtree(old)
+        else:
+            old.rename(out)
+    if new.exists():
+        shutil.rmtree(new)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> Path:
+    staging = _sibling(out, "new")
+    staging.mkdir()
+    for rel in contents.foreign:
+        if rel in desired:
+            raise UsageError(
+                f"refusing to overwrite {out.name}/{rel}: it was not written by standbyc "
+                "(no generated header); move it away first"
+            )
+        target = staging / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(out / rel, target)
+    for rel, text in desired.items():
+        target = staging / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    return staging
+
+
+def replace(
+    out: Path,
+    desired: dict[str, str],
+    validate: Callable[[Path], None] | None = None,
+) -> bool:
+    """Make ``out/``'s owned files exactly ``desired``. Returns whether anything changed.
+
+    ``validate`` runs on the staged tree; if it raises, nothing is swapped.
+    """
+    with locked(out):
+        recover(out)
+        contents = read(out)
+        staging = _stage(out, contents, desired)
+        try:
+            if validate is not None:
+                validate(staging)
+            if contents.owned == desired and out.is_dir():
+                return False
+            old = _sibling(out, "old")
+            if out.exists():
+                out.rename(old)
+            staging.rename(out)
+            _fsync_dir(out.parent)
+            if old.exists():
+                shutil.rmtree(old)
+            return True
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging)

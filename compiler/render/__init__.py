@@ -1,0 +1,42 @@
+"""Step 4: one module per output kind, registered here in output order.
+
+Adding an output kind means adding one module with ``render(plan, renderer)``,
+its template, a line below, and the golden files that change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from compiler.plan import Plan
+from compiler.render import (
+    cilium_qos,
+    connection_pool,
+    istio,
+    kustomize_patch,
+    kyverno,
+    network_policy,
+    rules,
+    weight_sync,
+)
+from compiler.render.base import Emitted, Renderer
+
+RenderFn = Callable[[Plan, Renderer], list[Emitted]]
+
+OUTPUTS: dict[str, RenderFn] = {
+    "ciliumEgressQoS": cilium_qos.render,
+    "kyverno": kyverno.render,
+    "kustomizePatch": kustomize_patch.render,
+    "connectionPool": connection_pool.render,
+    "istio": istio.render,
+    "rules": rules.render,
+    "weightSync": weight_sync.render,
+    "networkPolicy": network_policy.render,
+}
+
+
+def render_all(plan: Plan, renderer: Renderer) -> list[Emitted]:
+    out: list[Emitted] = []
+    for render in OUTPUTS.values():
+        out.extend(render(plan, renderer))
+    return out

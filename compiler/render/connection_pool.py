@@ -1,0 +1,109 @@
+"""Connection pooling: the seed's ConfigMap and the same numbers as consumers read them.
+
+- ``<name>-connection-pool``: the seed's ``connection-config.yaml`` (for the
+  engine's own config loader) plus the ingress-nginx ConfigMap keys.
+- ``<name>-grpc-channel-args``: gRPC channel args for client and server, and a
+  service config, as JSON. Client keepalive and the server's minimum ping
+  interval are emitted together so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from compiler import names, yamlio
+from compiler.plan import Plan
+from compiler.render.base import Emitted, Expect, Renderer, filename, meta
+
+KIND = "ConfigMap"
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, indent=2) + "\n"
+
+
+def channel_args(plan: Plan) -> tuple[dict[str, int], dict[str, int]]:
+    g = plan.spec.spec.connection_pool.grpc
+    permit = int(g.permit_without_calls)
+    pool = plan.spec.spec.connection_pool
+    client = {
+        "grpc.keepalive_time_ms": g.keepalive_time,
+        "grpc.keepalive_timeout_ms": g.keepalive_timeout,
+        "grpc.keepalive_permit_without_calls": permit,
+        # 0 = no cap on pings without data; idle pooled channels stay probed.
+        "grpc.http2.max_pings_without_data": 0,
+    }
+    server = {
+        "grpc.max_concurrent_streams": pool.upstream.max_concurrent_streams,
+        "grpc.max_connection_age_ms": g.max_connection_age,
+        "grpc.max_connection_age_grace_ms": g.max_connection_age_grace,
+        # Must be <= the client keepalive, or the server answers GOAWAY too_many_pings.
+        "grpc.http2.min_ping_interval_without_data_ms": g.server_min_ping_interval,
+        "grpc.keepalive_permit_without_calls": permit,
+    }
+    return client, server
+
+
+def render(plan: Plan, r: Renderer) -> list[Emitted]:
+    pool = plan.spec.spec.connection_pool
+    seed_shape = {
+        "upstream": {
+            "keepalive": pool.upstream.keepalive,
+            "keepaliveRequests": pool.upstream.keepalive_requests,
+            "maxConcurrentStreams": pool.upstream.max_concurrent_streams,
+        },
+        "http2": {
+            "enabled": pool.http2.enabled,
+            "maxConcurrentStreams": pool.http2.max_concurrent_streams,
+        },
+        "grpc": {
+            "keepaliveTime": _seconds(pool.grpc.keepalive_time),
+            "keepaliveTimeout": _seconds(pool.grpc.keepalive_timeout),
+            "maxConnectionAge": _seconds(pool.grpc.max_connection_age),
+            "maxConnectionAgeGrace": _seconds(pool.grpc.max_connection_age_grace),
+            "serverMinPingInterval": _seconds(pool.grpc.server_min_ping_interval),
+            "permitWithoutCalls": pool.grpc.permit_without_calls,
+        },
+    }
+    ingress_nginx = {
+        "upstream-keepalive-connections": str(pool.upstream.keepalive),
+        "upstream-keepalive-requests": str(pool.upstream.keepalive_requests),
+    }
+    pool_name = names.connection_pool(plan.spec)
+    pool_obj = r.render(
+        "configmap-connection-pool.yaml.j2",
+        {
+            **meta(plan, wave=0),
+            "name": pool_name,
+            "connection_config": yamlio.dump(seed_shape),
+            "ingress_nginx": yamlio.dump(ingress_nginx),
+        },
+        Expect("v1", KIND, pool_name, plan.namespace),
+    )
+    client, server = channel_args(plan)
+    service_config = {
+        "loadBalancingConfig": [{"round_robin": {}}],
+        # During failover a call waits for a ready standby instead of failing fast.
+        "methodConfig": [{"name": [{}], "waitForReady": True}],
+    }
+    grpc_name = names.grpc_channel_args(plan.spec)
+    grpc_obj = r.render(
+        "configmap-grpc.yaml.j2",
+        {
+            **meta(plan, wave=0),
+            "name": grpc_name,
+            "client_args": _json(client),
+            "server_args": _json(server),
+            "service_config": _json(service_config),
+        },
+        Expect("v1", KIND, grpc_name, plan.namespace),
+    )
+    return [
+        Emitted(filename(KIND, pool_name), pool_obj),
+        Emitted(filename(KIND, grpc_name), grpc_obj),
+    ]

@@ -1,0 +1,569 @@
+"""PrometheusRule for bandwidth and failover, and promtool unit tests for every alert.
+
+Facts the expressions follow:
+- ``container_network_transmit_bytes_total`` counts **bytes**; thresholds in the
+  spec are bit/s, so expressions multiply the rate by 8 and compare with bit/s.
+- cAdvisor series carry no pod labels. The tier comes from kube-state-metrics'
+  ``kube_pod_labels`` (needs ``--metric-labels-allowlist=pods=[...]``), joined
+  on ``namespace, pod``.
+
+Each alert carries its own test cases: a series that crosses the threshold by
+2 % must fire exactly ``for`` after the expression turns true, one 2 % below
+must stay silent, and series from another namespace or tier must never match.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler import names, units
+from compiler.plan import Plan
+from compiler.render.base import Emitted, Expect, Renderer, filename, meta
+from compiler.spec import RateAlert
+
+API_VERSION = "monitoring.coreos.com/v1"
+KIND = "PrometheusRule"
+MARGIN = 0.02  # how far test series sit above or below a threshold
+COUNTER_START = 10**12  # far from zero, so rate() extrapolation is never clipped
+OTHER_NAMESPACE = "standbyc-test-other"
+OTHER_TIER = "batch"
+
+
+@dataclass(frozen=True)
+class Series:
+    series: str
+    values: str
+
+
+@dataclass(frozen=True)
+class Check:
+    eval_ms: int
+    exp_alerts: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    input_series: list[Series]
+    checks: list[Check]
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    expr: str
+    for_ms: int
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    cases: list[Case] = field(default_factory=list)
+
+
+def _selector(matchers: dict[str, str], regex: dict[str, str] | None = None) -> str:
+    parts = [f'{k}="{v}"' for k, v in matchers.items()]
+    parts += [f'{k}=~"{v}"' for k, v in (regex or {}).items()]
+    return "{" + ", ".join(parts) + "}"
+
+
+def _expand(template: str, labels: dict[str, str]) -> str:
+    """What Prometheus makes of ``{{ $labels.x }}`` in an annotation (for exp_annotations)."""
+    out = template
+    for key, value in labels.items():
+        out = out.replace("{{ $labels." + key + " }}", value)
+    return out
+
+
+def _values(per_step: float, steps: int) -> str:
+    return f"{COUNTER_START}+{units.float_literal(per_step)}x{steps}"
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms // 1000}s"
+
+
+class _Builder:
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        s = plan.spec.spec
+        self.ns = plan.namespace
+        self.eval_ms = s.alerts.evaluation_interval
+        self.scrape_ms = s.alerts.scrape_interval
+        self.tier_key = names.ksm_label(s.engine.tier_label)
+        self.engine_labels = {names.ksm_label(k): v for k, v in s.engine.selector.items()}
+        self.base_labels = {"standbyc_spec": plan.name}
+        self.runbook = s.alerts.runbook_base_url.rstrip("/")
+
+    # -- expression pieces ---------------------------------------------------
+
+    def pod_tiers(self, tiers: list[str], namespace: str | None = None) -> str:
+        matchers = {"namespace": namespace or self.ns, **self.engine_labels}
+        if len(tiers) == 1:
+            matchers[self.tier_key] = tiers[0]
+            regex = None
+        else:
+            regex = {self.tier_key: "|".join(tiers)}
+        return (
+            f"max by (namespace, pod, {self.tier_key}) (\n"
+            f"  kube_pod_labels{_selector(matchers, regex)}\n)"
+        )
+
+    def egress_bytes(self, window_ms: int) -> str:
+        matchers = _selector({"namespace": self.ns})[:-1] + ', pod!="", interface!="lo"}'
+        return (
+            "sum by (namespace, pod) (\n"
+            f"  rate(container_network_transmit_bytes_total{matchers}"
+            f"[{units.prom_duration(window_ms)}])\n)"
+        )
+
+    # -- timing ----------------------------------------------------------------
+
+    def fire_ms(self, true_from_ms: int, for_ms: int) -> int:
+        """First evaluation at which an alert true from ``true_from_ms`` is firing."""
+        return true_from_ms + math.ceil(for_ms / self.eval_ms) * self.eval_ms
+
+    def grid(self, ms: int) -> int:
+        return math.ceil(ms / self.eval_ms) * self.eval_ms
+
+    def steps(self, until_ms: int) -> int:
+        return until_ms // self.scrape_ms + 2
+
+    def labels_series(
+        self, pod: str, tier: str, values: str, namespace: str | None = None
+    ) -> Series:
+        matchers = {
+            "namespace": namespace or self.ns,
+            "pod": pod,
+            **self.engine_labels,
+            self.tier_key: tier,
+        }
+        return Series("kube_pod_labels" + _selector(matchers), values)
+
+    def annotations(self, alert: str, summary: str, description: str) -> dict[str, str]:
+        return {
+            "summary": summary,
+            "description": description,
+            "runbook_url": f"{self.runbook}/{alert}",
+        }
+
+    def expected(self, alert: Alert, labels: dict[str, str]) -> dict[str, Any]:
+        full = {**labels, **alert.labels}
+        return {
+            "exp_labels": full,
+            "exp_annotations": {k: _expand(v, full) for k, v in alert.annotations.items()},
+        }
+
+    # -- the alerts ------------------------------------------------------------
+
+    def bandwidth_high(self, cfg: RateAlert) -> Alert:
+        tiers = [t.name for t in self.plan.tiers]
+        threshold = cfg.threshold
+        bits = units.human_bits(threshold)
+        alert = Alert(
+            name="InferenceBandwidthHigh",
+            expr=(
+                f"# bytes/s x 8 = bit/s; threshold {bits} (spec.alerts.bandwidthHigh)\n"
+                f"(\n{_indent(self.egress_bytes(cfg.window))}\n"
+                f"  * on (namespace, pod) group_left ({self.tier_key})\n"
+                f"{_indent(self.pod_tiers(tiers))}\n"
+                f") * 8 > {units.float_literal(threshold)}\n"
+            ),
+            for_ms=cfg.for_,
+            labels={**self.base_labels, "severity": cfg.severity},
+            annotations=self.annotations(
+                "InferenceBandwidthHigh",
+                f"Pod {{{{ $labels.pod }}}} sends more than {bits}",
+                f"Egress of {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} "
+                f"(tier {{{{ $labels.{self.tier_key} }}}}) has stayed above {bits} "
+                f"({units.human_bytes_per_second(threshold / 8)}) for "
+                f"{units.prom_duration(cfg.for_)}.",
+            ),
+        )
+        return _with_cases(alert, self._rate_cases(alert, cfg, per_pod=True))
+
+    def failover_spike(self, cfg: RateAlert) -> Alert:
+        tiers = [t.name for t in self.plan.tiers]
+        threshold = cfg.threshold
+        bits = units.human_bits(threshold)
+        alert = Alert(
+            name="FailoverBandwidthSpike",
+            expr=(
+                f"# bytes/s x 8 = bit/s, summed over tiers {', '.join(tiers)}; "
+                f"threshold {bits} (spec.alerts.failoverSpike)\n"
+                f"sum by (namespace) (\n{_indent(self.egress_bytes(cfg.window))}\n"
+                f"  * on (namespace, pod) group_left ({self.tier_key})\n"
+                f"{_indent(self.pod_tiers(tiers))}\n"
+                f") * 8 > {units.float_literal(threshold)}\n"
+            ),
+            for_ms=cfg.for_,
+            labels={**self.base_labels, "severity": cfg.severity},
+            annotations=self.annotations(
+                "FailoverBandwidthSpike",
+                f"Standby tiers of {self.plan.name} send more than {bits} together",
+                f"The {'/'.join(tiers)} tiers in {{{{ $labels.namespace }}}} have sent more than "
+                f"{bits} ({units.human_bytes_per_second(threshold / 8)}) in total for "
+                f"{units.prom_duration(cfg.for_)}; a failover or weight sync is saturating "
+                "the link.",
+            ),
+        )
+        return _with_cases(alert, self._rate_cases(alert, cfg, per_pod=False))
+
+    def _rate_cases(self, alert: Alert, cfg: RateAlert, *, per_pod: bool) -> list[Case]:
+        tiers = [t.name for t in self.plan.tiers]
+        # kube_pod_labels appears at t0, once the rate window is full of samples,
+        # so the expression turns true exactly at t0.
+        t0 = self.grid(cfg.window + 2 * self.scrape_ms)
+        fire = self.fire_ms(t0, cfg.for_)
+        end = fire + 2 * self.eval_ms
+        steps = self.steps(end)
+        scrape_s = self.scrape_ms / 1000
+        absent = " ".join(["_"] * (t0 // self.scrape_ms))
+        present = f"{absent} 1x{steps}".strip()
+        matching = (
+            [("standby-0", tiers[0])]
+            if per_pod
+            else [(f"standby-{i}", tiers[i % len(tiers)]) for i in range(2)]
+        )
+        share = 1 / len(matching)
+
+        def counter(pod: str, bytes_per_s: float, namespace: str | None = None) -> Series:
+            sel = _selector({"namespace": namespace or self.ns, "pod": pod, "interface": "eth0"})
+            return Series(
+                f"container_network_transmit_bytes_total{sel}",
+                _values(bytes_per_s * scrape_s, steps),
+            )
+
+        def inputs(factor: float) -> list[Series]:
+            rate = cfg.threshold / 8 * factor * share
+            out: list[Series] = []
+            for pod, tier in matching:
+                out += [counter(pod, rate), self.labels_series(pod, tier, present)]
+            loud = cfg.threshold / 8 * 1.5  # far over the threshold, but must not match
+            out += [
+                counter("standby-0", loud, OTHER_NAMESPACE),
+                self.labels_series("standby-0", tiers[0], present, OTHER_NAMESPACE),
+                counter("other-tier-0", loud),
+                self.labels_series("other-tier-0", OTHER_TIER, present),
+            ]
+            return out
+
+        if per_pod:
+            firing = [
+                self.expected(alert, {"namespace": self.ns, "pod": p, self.tier_key: t})
+                for p, t in matching
+            ]
+        else:
+            firing = [self.expected(alert, {"namespace": self.ns})]
+        return [
+            Case(
+                f"{alert.name} fires {units.prom_duration(cfg.for_)} after crossing "
+                f"{units.human_bits(cfg.threshold)} by {MARGIN:.0%}",
+                inputs(1 + MARGIN),
+                [
+                    Check(fire - self.eval_ms, []),
+                    Check(fire, firing),
+                ],
+            ),
+            Case(
+                f"{alert.name} stays silent {MARGIN:.0%} below {units.human_bits(cfg.threshold)}",
+                inputs(1 - MARGIN),
+                [Check(end, [])],
+            ),
+        ]
+
+    def hot_replicas_low(self) -> Alert | None:
+        hot = next((t for t in self.plan.tiers if t.name == "hot"), None)
+        if hot is None:
+            return None
+        cfg = self.plan.spec.spec.alerts.hot_replicas_low
+        ready = _selector({"namespace": self.ns, "condition": "true"})
+        alert = Alert(
+            name="HotTierBelowReplicas",
+            expr=(
+                "# ready hot pods; 'or vector(0)' makes zero pods count as 0, not as no data\n"
+                "(\n"
+                "  sum(\n"
+                f"    max by (namespace, pod) (kube_pod_status_ready{ready})\n"
+                "    * on (namespace, pod) group_left ()\n"
+                f"{_indent(self.pod_tiers(['hot']), 4)}\n"
+                "  )\n"
+                "  or vector(0)\n"
+                f") < {hot.replicas}\n"
+            ),
+            for_ms=cfg.for_,
+            labels={
+                **self.base_labels,
+                "severity": cfg.severity,
+                "namespace": self.ns,
+                "tier": "hot",
+            },
+            annotations=self.annotations(
+                "HotTierBelowReplicas",
+                f"Hot tier of {self.plan.name} has fewer than {hot.replicas} ready pods",
+                f"Fewer than {hot.replicas} hot standby pods of {self.plan.name} in "
+                f"{self.ns} have been ready for {units.prom_duration(cfg.for_)}; "
+                "a failover now would land on warm or cold standbys.",
+            ),
+        )
+        fire = self.fire_ms(0, cfg.for_)
+        end = fire + 2 * self.eval_ms
+        steps = self.steps(end)
+
+        def pod(name: str, tier: str, ready: int, namespace: str | None = None) -> list[Series]:
+            sel = _selector({"namespace": namespace or self.ns, "pod": name, "condition": "true"})
+            return [
+                Series(f"kube_pod_status_ready{sel}", f"{ready}x{steps}"),
+                self.labels_series(name, tier, f"1x{steps}", namespace),
+            ]
+
+        foreign = [
+            *pod(
+                "warm-0", "warm" if "warm" in [t.name for t in self.plan.tiers] else OTHER_TIER, 1
+            ),
+            *pod("hot-x", "hot", 1, OTHER_NAMESPACE),
+            *pod("hot-unready", "hot", 0),
+        ]
+        short = [s for i in range(hot.replicas - 1) for s in pod(f"hot-{i}", "hot", 1)]
+        full = [s for i in range(hot.replicas) for s in pod(f"hot-{i}", "hot", 1)]
+        firing = [self.expected(alert, {})]
+        alert.cases.extend(
+            [
+                Case(
+                    f"HotTierBelowReplicas fires with {hot.replicas - 1} of {hot.replicas} ready",
+                    short + foreign,
+                    [Check(fire - self.eval_ms, []), Check(fire, firing)],
+                ),
+                Case(
+                    "HotTierBelowReplicas fires when no hot pod exists at all",
+                    foreign,
+                    [Check(fire, firing)],
+                ),
+                Case(
+                    f"HotTierBelowReplicas stays silent with {hot.replicas} ready",
+                    full + foreign,
+                    [Check(end, [])],
+                ),
+            ]
+        )
+        return alert
+
+    def weight_sync_failed(self) -> Alert | None:
+        sync_tiers = [t.name for t in self.plan.sync_tiers]
+        if not sync_tiers:
+            return None
+        cfg = self.plan.spec.spec.alerts.weight_sync_failed
+        scheduled = self.plan.spec.spec.weight_sync.trigger.type == "schedule"
+        prefix = names.weight_sync(self.plan.spec, "")
+        # A CronJob's Jobs are named <cronjob>-<scheduled time in minutes>.
+        suffix = "(-[0-9]+)?" if scheduled else ""
+        job_re = f"{prefix}({'|'.join(sync_tiers)}){suffix}"
+        sel = _selector({"namespace": self.ns, "condition": "true"}, {"job_name": job_re})
+        alert = Alert(
+            name="WeightSyncJobFailed",
+            expr=f"max by (namespace, job_name) (kube_job_failed{sel}) > 0\n",
+            for_ms=cfg.for_,
+            labels={**self.base_labels, "severity": cfg.severity},
+            annotations=self.annotations(
+                "WeightSyncJobFailed",
+                "Weight sync Job {{ $labels.job_name }} failed",
+                "Job {{ $labels.namespace }}/{{ $labels.job_name }} failed; its standbys still "
+                f"serve an older model than generation {self.plan.spec.spec.model.generation}.",
+            ),
+        )
+        fire = self.fire_ms(0, cfg.for_)
+        end = fire + 2 * self.eval_ms
+        steps = self.steps(end)
+        ours = prefix + sync_tiers[0] + ("-29400000" if scheduled else "")
+
+        def job(name: str, condition: str, value: int, namespace: str | None = None) -> Series:
+            s = _selector(
+                {"namespace": namespace or self.ns, "job_name": name, "condition": condition}
+            )
+            return Series(f"kube_job_failed{s}", f"{value}x{steps}")
+
+        foreign = [
+            job(ours, "true", 1, OTHER_NAMESPACE),
+            job("unrelated-job", "true", 1),
+            job(ours, "false", 1),
+        ]
+        alert.cases.extend(
+            [
+                Case(
+                    "WeightSyncJobFailed fires for a failed weight-sync Job",
+                    [job(ours, "true", 1), *foreign],
+                    [
+                        Check(fire - self.eval_ms, []),
+                        Check(
+                            fire, [self.expected(alert, {"namespace": self.ns, "job_name": ours})]
+                        ),
+                    ],
+                ),
+                Case(
+                    "WeightSyncJobFailed stays silent while the Job has not failed",
+                    [job(ours, "true", 0), *foreign],
+                    [Check(end, [])],
+                ),
+            ]
+        )
+        return alert
+
+    def weights_behind(self) -> Alert | None:
+        sync_tiers = [t.name for t in self.plan.sync_tiers]
+        if not sync_tiers:
+            return None
+        cfg = self.plan.spec.spec.alerts.weights_behind
+        generation = self.plan.spec.spec.model.generation
+        gen_sel = _selector({"namespace": self.ns})
+        alert = Alert(
+            name="StandbyWeightsBehind",
+            expr=(
+                f"# generation {generation} is spec.model.generation\n"
+                "(\n"
+                f"  standbyc_weights_generation{gen_sel}\n"
+                f"  * on (namespace, pod) group_left ({self.tier_key})\n"
+                f"{_indent(self.pod_tiers(sync_tiers))}\n"
+                f") < {generation}\n"
+            ),
+            for_ms=cfg.for_,
+            labels={**self.base_labels, "severity": cfg.severity},
+            annotations=self.annotations(
+                "StandbyWeightsBehind",
+                "Standby {{ $labels.pod }} serves an older model",
+                f"Standby {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} (tier "
+                f"{{{{ $labels.{self.tier_key} }}}}) has reported a weights generation below "
+                f"{generation} for {units.prom_duration(cfg.for_)}; a failover to it would serve "
+                "stale weights.",
+            ),
+        )
+        fire = self.fire_ms(0, cfg.for_)
+        end = fire + 2 * self.eval_ms
+        steps = self.steps(end)
+        tier = sync_tiers[-1]
+
+        def standby(
+            pod: str, gen: int, tier_name: str, namespace: str | None = None
+        ) -> list[Series]:
+            sel = _selector({"namespace": namespace or self.ns, "pod": pod})
+            return [
+                Series(f"standbyc_weights_generation{sel}", f"{gen}x{steps}"),
+                self.labels_series(pod, tier_name, f"1x{steps}", namespace),
+            ]
+
+        foreign = [
+            *standby("standby-x", generation - 1, tier, OTHER_NAMESPACE),
+            *standby("other-tier-0", generation - 1, OTHER_TIER),
+        ]
+        alert.cases.extend(
+            [
+                Case(
+                    "StandbyWeightsBehind fires for a standby one generation behind",
+                    [
+                        *standby("standby-0", generation - 1, tier),
+                        *standby("standby-1", generation, tier),
+                        *foreign,
+                    ],
+                    [
+                        Check(fire - self.eval_ms, []),
+                        Check(
+                            fire,
+                            [
+                                self.expected(
+                                    alert,
+                                    {"namespace": self.ns, "pod": "standby-0", self.tier_key: tier},
+                                )
+                            ],
+                        ),
+                    ],
+                ),
+                Case(
+                    "StandbyWeightsBehind stays silent when every standby is current",
+                    [*standby("standby-0", generation, tier), *foreign],
+                    [Check(end, [])],
+                ),
+            ]
+        )
+        return alert
+
+
+def _indent(text: str, spaces: int = 2) -> str:
+    return "\n".join(" " * spaces + line for line in text.splitlines())
+
+
+def _with_cases(alert: Alert, cases: list[Case]) -> Alert:
+    alert.cases.extend(cases)
+    return alert
+
+
+def alerts(plan: Plan) -> list[Alert]:
+    b = _Builder(plan)
+    a = plan.spec.spec.alerts
+    found = [
+        b.bandwidth_high(a.bandwidth_high),
+        b.failover_spike(a.failover_spike),
+        b.hot_replicas_low(),
+        b.weight_sync_failed(),
+        b.weights_behind(),
+    ]
+    return [x for x in found if x is not None]
+
+
+def _kebab(name: str) -> str:
+    return "".join("-" + c.lower() if c.isupper() else c for c in name).lstrip("-")
+
+
+def render(plan: Plan, r: Renderer) -> list[Emitted]:
+    name = names.rules(plan.spec)
+    defined = alerts(plan)
+    interval = units.prom_duration(plan.spec.spec.alerts.evaluation_interval)
+    context = {
+        **meta(plan, wave=0),
+        "name": name,
+        "group": f"standbyc.{plan.namespace}.{plan.name}",
+        "interval": interval,
+        "rules": [
+            {
+                "alert": a.name,
+                "expr": a.expr,
+                "for": units.prom_duration(a.for_ms),
+                "labels": a.labels,
+                "annotations": a.annotations,
+            }
+            for a in defined
+        ],
+    }
+    context["labels"] = {**context["labels"], **plan.spec.spec.alerts.rule_labels}
+    obj = r.render(
+        "prometheusrule.yaml.j2", context, Expect(API_VERSION, KIND, name, plan.namespace)
+    )
+    rules_file = f"{name}.rules.yaml"
+    out = [
+        Emitted(filename(KIND, name), obj),
+        # promtool reads plain rule files, not the PrometheusRule object.
+        Emitted(f"tests/{rules_file}", {"groups": obj["spec"]["groups"]}, is_resource=False),
+    ]
+    for a in defined:
+        test = r.render_data(
+            "promtool-test.yaml.j2",
+            {
+                "rule_file": rules_file,
+                "evaluation_interval": _seconds(plan.spec.spec.alerts.evaluation_interval),
+                "tests": [
+                    {
+                        "name": c.name,
+                        "interval": _seconds(plan.spec.spec.alerts.scrape_interval),
+                        "input_series": [vars(s) for s in c.input_series],
+                        "checks": [
+                            {
+                                "eval_time": _seconds(k.eval_ms),
+                                "alertname": a.name,
+                                "exp_alerts": k.exp_alerts,
+                            }
+                            for k in c.checks
+                        ],
+                    }
+                    for c in a.cases
+                ],
+            },
+        )
+        out.append(Emitted(f"tests/{_kebab(a.name)}.test.yaml", test, is_resource=False))
+    return out

@@ -1,0 +1,426 @@
+"""Step 2: the StandbySpec model (pydantic v2, unknown fields refused).
+
+Every default follows the seed design (three hot / two warm / one cold
+replicas at 25/10/5 Gbit/s on a 100 Gbit/s link, a 14 GiB model), so a spec
+with only ``metadata`` compiles. Unit-carrying fields are parsed by
+``compiler.units`` and stored as integers: bit/s, bytes, milliseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+)
+from pydantic.alias_generators import to_camel
+
+from compiler import units
+
+API_VERSION = "standbyc.dev/v1alpha1"
+KIND = "StandbySpec"
+TIER_NAMES: tuple[str, ...] = ("hot", "warm", "cold")
+TierName = Literal["hot", "warm", "cold"]
+DEFAULT_PRIORITY: dict[str, str] = {"hot": "guaranteed", "warm": "burstable", "cold": "besteffort"}
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+_URL = re.compile(r"^https?://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_CRON = re.compile(r"^(@(hourly|daily|weekly|monthly|yearly)|(\S+\s+){4}\S+)$")
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 63 or not _DNS1123_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid Kubernetes name (DNS-1123 label: at most 63 characters, "
+            "lowercase letters, digits and '-', starting and ending with a letter or digit)"
+        )
+    return value
+
+
+def _label_key(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        raise ValueError(f"label key {value!r} has an invalid prefix {prefix!r}")
+    if len(name) > 63 or not _LABEL_NAME.match(name):
+        raise ValueError(f"{value!r} is not a valid label key")
+    return value
+
+
+def _label_value(value: str) -> str:
+    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+        raise ValueError(
+            f"{value!r} is not a valid label value (at most 63 characters: letters, digits, "
+            "'-', '_' and '.', starting and ending with a letter or digit)"
+        )
+    return value
+
+
+def _pattern(regex: re.Pattern[str], what: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not regex.match(value):
+            raise ValueError(f"{value!r} is not a valid {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _no_control(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("control characters are not allowed")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_dns_label)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+Labels = dict[LabelKey, LabelValue]
+Image = Annotated[str, _pattern(_IMAGE, "container image reference")]
+Url = Annotated[str, _pattern(_URL, "http(s) URL")]
+Quantity = Annotated[str, _pattern(_QUANTITY, "Kubernetes quantity (for example 500m, 2Gi)")]
+Cron = Annotated[str, _pattern(_CRON, "cron schedule")]
+Version = Annotated[str, _pattern(_VERSION, "version (letters, digits, '.', '_', '+', '-')")]
+FreeText = Annotated[str, AfterValidator(_no_control), Field(max_length=1024)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+Count = Annotated[int, Field(ge=0, le=100_000)]
+Positive = Annotated[int, Field(ge=1, le=1_000_000)]
+
+BitsPerSecond = Annotated[
+    int,
+    BeforeValidator(units.parse_bandwidth),
+    PlainSerializer(lambda v: units.k8s_quantity(v) + "bit/s", return_type=str),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^[0-9]+(\.[0-9]+)?\s*(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P)?"
+            r"(bit/s|bps|b/s|B/s|Bps|byte/s)$",
+            "description": "bandwidth: b = bits, B = bytes (25Gbit/s, 25Gbps, 3GB/s)",
+            "examples": ["25Gbit/s", "500Mbit/s"],
+        }
+    ),
+]
+Bytes = Annotated[
+    int,
+    BeforeValidator(units.parse_size),
+    PlainSerializer(lambda v: f"{v}B", return_type=str),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^[0-9]+(\.[0-9]+)?\s*(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P)?(B|bytes?)$",
+            "description": "size in bytes (14GiB, 512MB, 2KiB)",
+            "examples": ["14GiB", "2KiB"],
+        }
+    ),
+]
+Millis = Annotated[
+    int,
+    BeforeValidator(units.parse_duration),
+    PlainSerializer(units.prom_duration, return_type=str),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^([0-9]+(ms|s|m|h|d))+$",
+            "description": "duration (300ms, 60s, 5m, 1h30m)",
+            "examples": ["60s", "5m"],
+        }
+    ),
+]
+Ratio = Annotated[
+    Fraction,
+    BeforeValidator(units.parse_ratio),
+    PlainSerializer(lambda v: f"{float(v) * 100:g}%", return_type=str),
+    WithJsonSchema(
+        {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?%$", "examples": ["50%", "2%"]}
+    ),
+]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
+    )
+
+
+# --- the spec -----------------------------------------------------------------
+
+
+class Metadata(Model):
+    name: Name
+    namespace: Name = "default"
+    labels: Labels = Field(default_factory=dict)
+
+
+class EnginePorts(Model):
+    serving: Port = 8000
+    weights: Port = Field(9000, description="port of the weight source on the primary pods")
+    metrics: Port | None = None
+
+
+class Engine(Model):
+    selector: Labels = Field(
+        default_factory=lambda: {"app": "inference-engine"},
+        description="labels every engine pod carries (a matchLabels selector)",
+    )
+    tier_label: LabelKey = Field("tier", description="label key whose value is hot, warm or cold")
+    protocol: Literal["http", "grpc"] = "http"
+    ports: EnginePorts = Field(default_factory=EnginePorts)
+
+
+class Network(Model):
+    link: BitsPerSecond = Field(100 * 10**9, description="bandwidth of the shared link")
+
+
+Priority = Literal["guaranteed", "burstable", "besteffort"] | Annotated[int, Field(ge=0, le=1000)]
+
+
+class Tier(Model):
+    replicas: Count
+    egress: BitsPerSecond = Field(description="egress limit per pod")
+    priority: Priority | None = Field(
+        None,
+        description="Cilium Network QoS class; "
+        "default hot=guaranteed, warm=burstable, cold=besteffort",
+    )
+
+
+class Tiers(Model):
+    hot: Tier = Field(
+        default_factory=lambda: Tier.model_validate({"replicas": 3, "egress": "25Gbit/s"})
+    )
+    warm: Tier = Field(
+        default_factory=lambda: Tier.model_validate({"replicas": 2, "egress": "10Gbit/s"})
+    )
+    cold: Tier = Field(
+        default_factory=lambda: Tier.model_validate({"replicas": 1, "egress": "5Gbit/s"})
+    )
+
+    def items(self) -> list[tuple[str, Tier]]:
+        return [(name, getattr(self, name)) for name in TIER_NAMES]
+
+
+class ModelInfo(Model):
+    name: Name = "model"
+    format: Literal["safetensors"] = "safetensors"
+    size: Bytes = 14 * 2**30
+    path: Annotated[str, _pattern(re.compile(r"^/[A-Za-z0-9._/-]*$"), "absolute path")] = "/models"
+    version: Version = "v1"
+    generation: Positive = Field(
+        1,
+        description="monotonic number of the version; "
+        "standbys report it as standbyc_weights_generation",
+    )
+
+
+class HealthChecks(Model):
+    interval: Millis = 10_000
+    payload: Bytes = 2 * 1024
+    probers: Positive = 1
+
+
+class Connections(Model):
+    expected: Positive = 10_000
+    migration_time: Millis = Field(5, description="time to move one connection to a new instance")
+
+
+class Upstream(Model):
+    keepalive: Positive = 120
+    keepalive_requests: Positive = 10_000
+    max_concurrent_streams: Positive = 1000
+
+
+class Http2(Model):
+    enabled: bool = True
+    max_concurrent_streams: Positive = 1000
+
+
+class Grpc(Model):
+    keepalive_time: Millis = 60_000
+    keepalive_timeout: Millis = 5_000
+    max_connection_age: Millis = 300_000
+    max_connection_age_grace: Millis = 30_000
+    server_min_ping_interval: Millis = Field(
+        30_000,
+        description="server-side grpc.http2.min_ping_interval_without_data_ms; "
+        "must not exceed keepaliveTime",
+    )
+    permit_without_calls: bool = True
+
+
+class Istio(Model):
+    enabled: bool = False
+    host: Annotated[str, _pattern(_DNS1123_SUBDOMAIN, "host name")] | None = None
+
+
+class ConnectionPool(Model):
+    upstream: Upstream = Field(default_factory=Upstream)
+    http2: Http2 = Field(default_factory=Http2)
+    grpc: Grpc = Field(default_factory=Grpc)
+    istio: Istio = Field(default_factory=Istio)
+
+
+QosOutput = Literal["ciliumEgressQoS", "kyverno", "kustomizePatch"]
+
+
+def _default_outputs() -> list[QosOutput]:
+    return ["ciliumEgressQoS", "kyverno"]
+
+
+def _all_tiers() -> list[TierName]:
+    return ["hot", "warm", "cold"]
+
+
+class Qos(Model):
+    outputs: list[QosOutput] = Field(default_factory=_default_outputs, min_length=1)
+
+
+class ArgoHookTrigger(Model):
+    type: Literal["argocdHook"] = "argocdHook"
+    hook: Literal["PreSync", "Sync", "PostSync"] = "PostSync"
+
+
+class ScheduleTrigger(Model):
+    type: Literal["schedule"]
+    schedule: Cron
+
+
+class Resources(Model):
+    cpu_request: Quantity = "500m"
+    memory_request: Quantity = "1Gi"
+    cpu_limit: Quantity = "2"
+    memory_limit: Quantity = "2Gi"
+
+
+class WeightSource(Model):
+    url: Url | None = Field(
+        None, description="default: http://<name>-weights.<namespace>.svc:<weights port>"
+    )
+    selector: Labels | None = Field(
+        None, description="pods serving weights; default: engine selector plus role=primary"
+    )
+
+
+class WeightSync(Model):
+    image: Image = "standbyc:0.1.0"
+    source: WeightSource = Field(default_factory=WeightSource)
+    trigger: Annotated[ArgoHookTrigger | ScheduleTrigger, Field(discriminator="type")] = Field(
+        default_factory=ArgoHookTrigger
+    )
+    tiers: list[TierName] = Field(default_factory=_all_tiers, min_length=1)
+    bandwidth_share: Ratio = Field(
+        Fraction(1, 2), description="share of a tier's egress that weight sync may use"
+    )
+    expected_delta: Ratio = Field(
+        Fraction(2, 100), description="expected delta size as a share of the model, for the plan"
+    )
+    claim_name: Name | None = Field(
+        None, description="PVC holding standby weights; default <name>-weights"
+    )
+    parallelism: Positive = 4
+    backoff_limit: Count = 3
+    active_deadline: Millis = 30 * 60_000
+    ttl_after_finished: Millis = 60 * 60_000
+    resources: Resources = Field(default_factory=Resources)
+
+
+class RateAlert(Model):
+    threshold: BitsPerSecond
+    window: Millis
+    for_: Millis = Field(alias="for")
+    severity: Literal["info", "warning", "critical"]
+
+
+class DurationAlert(Model):
+    for_: Millis = Field(alias="for")
+    severity: Literal["info", "warning", "critical"]
+
+
+def _duration_alert(for_: str, severity: str) -> DurationAlert:
+    return DurationAlert.model_validate({"for": for_, "severity": severity})
+
+
+def _bandwidth_high() -> RateAlert:
+    return RateAlert.model_validate(
+        {"threshold": "10Gbit/s", "window": "5m", "for": "5m", "severity": "warning"}
+    )
+
+
+def _failover_spike() -> RateAlert:
+    return RateAlert.model_validate(
+        {"threshold": "50Gbit/s", "window": "1m", "for": "1m", "severity": "critical"}
+    )
+
+
+class Alerts(Model):
+    evaluation_interval: Millis = 30_000
+    scrape_interval: Millis = 30_000
+    runbook_base_url: Url = "https://runbooks.example.com/standbyc"
+    rule_labels: Labels = Field(
+        default_factory=dict,
+        description="labels on the PrometheusRule (for Prometheus ruleSelector)",
+    )
+    bandwidth_high: RateAlert = Field(default_factory=_bandwidth_high)
+    failover_spike: RateAlert = Field(default_factory=_failover_spike)
+    hot_replicas_low: DurationAlert = Field(
+        default_factory=lambda: _duration_alert("2m", "critical")
+    )
+    weight_sync_failed: DurationAlert = Field(
+        default_factory=lambda: _duration_alert("1m", "critical")
+    )
+    weights_behind: DurationAlert = Field(default_factory=lambda: _duration_alert("15m", "warning"))
+
+
+class Validation(Model):
+    kubernetes_versions: (
+        list[
+            Annotated[str, _pattern(re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$"), "Kubernetes version")]
+        ]
+        | None
+    ) = None
+
+
+class Spec(Model):
+    engine: Engine = Field(default_factory=Engine)
+    network: Network = Field(default_factory=Network)
+    tiers: Tiers = Field(default_factory=Tiers)
+    model: ModelInfo = Field(default_factory=ModelInfo)
+    health_checks: HealthChecks = Field(default_factory=HealthChecks)
+    connections: Connections = Field(default_factory=Connections)
+    connection_pool: ConnectionPool = Field(default_factory=ConnectionPool)
+    qos: Qos = Field(default_factory=Qos)
+    weight_sync: WeightSync = Field(default_factory=WeightSync)
+    alerts: Alerts = Field(default_factory=Alerts)
+    validation: Validation = Field(default_factory=Validation)
+    common_annotations: dict[LabelKey, FreeText] = Field(
+        default_factory=dict, description="annotations added to every emitted object"
+    )
+
+
+class StandbySpec(Model):
+    """A model served by hot, warm and cold standby tiers, and the network they share."""
+
+    api_version: Literal["standbyc.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["StandbySpec"]
+    metadata: Metadata
+    spec: Spec = Field(default_factory=Spec)
+
+
+def json_schema() -> dict[str, Any]:
+    schema = StandbySpec.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "StandbySpec"
+    return schema

@@ -1,0 +1,242 @@
+"""Step 2: turn loaded data into a ``StandbySpec``, with located errors.
+
+pydantic reports errors by field path; ``Positions`` turns each path into
+``file:line:col``. Semantic checks (the link budget, keepalive pitfall,
+``for`` versus evaluation interval, derived name lengths) run after the model
+is valid, so they can rely on parsed units.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from compiler import names, units
+from compiler.errors import Diagnostic, Location, SpecError
+from compiler.load import LoadedSpec, PathKey, dotted_path
+from compiler.spec import StandbySpec
+
+
+def _model_at(path: PathKey) -> type[BaseModel] | None:
+    """The pydantic model class that owns the field at ``path`` (for suggestions)."""
+    model: type[BaseModel] = StandbySpec
+    for part in path:
+        if isinstance(part, int):
+            continue
+        field = next(
+            (f for n, f in model.model_fields.items() if part in (n, f.alias)),
+            None,
+        )
+        if field is None:
+            return None
+        nested = _unwrap_model(field.annotation)
+        if nested is None:
+            return None
+        model = nested
+    return model
+
+
+def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap_model(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _unwrap_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _child(node: Any, part: int | str) -> tuple[bool, Any]:
+    if isinstance(node, dict) and isinstance(part, str) and part in node:
+        return True, node[part]
+    if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        return True, node[part]
+    return False, None
+
+
+def _data_path(data: Any, loc: tuple[int | str, ...]) -> tuple[PathKey, bool]:
+    """Keep the parts of a pydantic ``loc`` that exist in the data (drops union tags).
+
+    Returns the path and whether the whole path exists in the data.
+    """
+    out: list[str | int] = []
+    node = data
+    parts = list(loc)
+    for i, part in enumerate(parts):
+        found, child = _child(node, part)
+        if found:
+            out.append(part)
+            node = child
+        elif isinstance(node, dict) and i == len(parts) - 1 and isinstance(part, str):
+            out.append(part)  # a missing field: keep its name
+            return tuple(out), False
+        # anything else is a union/validator tag pydantic adds to the loc
+    return tuple(out), True
+
+
+def _message(error: Any, path: PathKey) -> str:
+    kind = error["type"]
+    msg: str = error["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if kind == "extra_forbidden":
+        key = path[-1] if path else "?"
+        model = _model_at(path[:-1])
+        msg = f"unknown field {key!r}"
+        if model is not None:
+            allowed = sorted(f.alias or n for n, f in model.model_fields.items())
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            if close:
+                msg += f"; did you mean {close[0]!r}?"
+            else:
+                msg += f"; allowed fields: {', '.join(allowed)}"
+    elif kind == "missing":
+        msg = "required field is missing"
+    elif kind.endswith(("_type", "_parsing")) or kind == "literal_error":
+        msg = f"{msg} (got {error['input']!r})"
+    return msg
+
+
+def _from_pydantic(loaded: LoadedSpec, exc: ValidationError) -> SpecError:
+    seen: set[PathKey] = set()
+    diagnostics: list[Diagnostic] = []
+    for error in exc.errors(include_url=False):
+        path, exists = _data_path(loaded.data, error["loc"])
+        if path in seen:  # one message per field; union branches repeat themselves
+            continue
+        seen.add(path)
+        if error["type"] == "extra_forbidden":
+            location = loaded.positions.locate(loaded.source, path, prefer_key=True)
+        elif exists:
+            location = loaded.positions.locate(loaded.source, path)
+        else:
+            parent = loaded.positions.locate(loaded.source, path[:-1], prefer_key=True)
+            location = Location(parent.file, parent.line, parent.column, dotted_path(path))
+        diagnostics.append(Diagnostic(location, _message(error, path)))
+    diagnostics.sort(key=lambda d: (d.location.line or 0, d.location.column or 0))
+    return SpecError(diagnostics)
+
+
+Problem = tuple[PathKey, str]
+
+
+def _link_budget(spec: StandbySpec) -> list[Problem]:
+    # Cilium limits are per pod, so a tier takes replicas x egress of the link.
+    s = spec.spec
+    parts = [(t.replicas, t.egress) for _, t in s.tiers.items() if t.replicas]
+    total = sum(r * e for r, e in parts)
+    if total <= s.network.link:
+        return []
+    terms = " + ".join(f"{r} x {units.human_bits(e)}" for r, e in parts)
+    return [
+        (
+            ("spec", "tiers"),
+            f"tier egress adds up to {terms} = {units.human_bits(total)}, "
+            f"which exceeds spec.network.link {units.human_bits(s.network.link)}",
+        )
+    ]
+
+
+def _keepalive(spec: StandbySpec) -> list[Problem]:
+    g = spec.spec.connection_pool.grpc
+    where = ("spec", "connectionPool", "grpc")
+    out: list[Problem] = []
+    if g.keepalive_time < g.server_min_ping_interval:
+        out.append(
+            (
+                (*where, "keepaliveTime"),
+                f"client keepalive {units.prom_duration(g.keepalive_time)} is shorter than the "
+                f"server's minimum ping interval {units.prom_duration(g.server_min_ping_interval)} "
+                "(serverMinPingInterval); the server would answer GOAWAY too_many_pings and drop "
+                "connections",
+            )
+        )
+    if g.keepalive_timeout >= g.keepalive_time:
+        out.append(
+            (
+                (*where, "keepaliveTimeout"),
+                f"keepalive timeout {units.prom_duration(g.keepalive_timeout)} must be shorter "
+                f"than keepaliveTime {units.prom_duration(g.keepalive_time)}",
+            )
+        )
+    return out
+
+
+def _alert_timing(spec: StandbySpec) -> list[Problem]:
+    a = spec.spec.alerts
+    out: list[Problem] = []
+    for key, alert in (
+        ("bandwidthHigh", a.bandwidth_high),
+        ("failoverSpike", a.failover_spike),
+        ("hotReplicasLow", a.hot_replicas_low),
+        ("weightSyncFailed", a.weight_sync_failed),
+        ("weightsBehind", a.weights_behind),
+    ):
+        if alert.for_ < a.evaluation_interval:
+            out.append(
+                (
+                    ("spec", "alerts", key, "for"),
+                    f"for {units.prom_duration(alert.for_)} is shorter than the rule evaluation "
+                    f"interval {units.prom_duration(a.evaluation_interval)}",
+                )
+            )
+    for key, rate in (("bandwidthHigh", a.bandwidth_high), ("failoverSpike", a.failover_spike)):
+        if rate.window < 2 * a.scrape_interval:
+            out.append(
+                (
+                    ("spec", "alerts", key, "window"),
+                    f"rate window {units.prom_duration(rate.window)} holds fewer than two scrapes "
+                    f"at scrapeInterval {units.prom_duration(a.scrape_interval)}; "
+                    "rate() needs two",
+                )
+            )
+    return out
+
+
+def _lists_and_names(spec: StandbySpec) -> list[Problem]:
+    s = spec.spec
+    out: list[Problem] = []
+    if len(set(s.weight_sync.tiers)) != len(s.weight_sync.tiers):
+        out.append((("spec", "weightSync", "tiers"), "a tier is listed twice"))
+    if len(set(s.qos.outputs)) != len(s.qos.outputs):
+        out.append((("spec", "qos", "outputs"), "an output is listed twice"))
+    too_long = [n for n in names.all_object_names(spec) if len(n) > 63]
+    if too_long:
+        out.append(
+            (
+                ("metadata", "name"),
+                f"derived object name {too_long[0]!r} is {len(too_long[0])} characters; "
+                "Kubernetes allows 63, so shorten metadata.name",
+            )
+        )
+    if not any(t.replicas for _, t in s.tiers.items()):
+        out.append(
+            (("spec", "tiers"), "every tier has 0 replicas; there is nothing to fail over to")
+        )
+    return out
+
+
+SEMANTIC_CHECKS = (_link_budget, _keepalive, _alert_timing, _lists_and_names)
+
+
+def validate(loaded: LoadedSpec) -> StandbySpec:
+    try:
+        spec = StandbySpec.model_validate(loaded.data)
+    except ValidationError as exc:
+        raise _from_pydantic(loaded, exc) from None
+    problems = [
+        Diagnostic(loaded.positions.locate(loaded.source, path), message)
+        for check in SEMANTIC_CHECKS
+        for path, message in check(spec)
+    ]
+    if problems:
+        raise SpecError(problems)
+    return spec
