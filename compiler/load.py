@@ -115,6 +115,14 @@ def _decode(raw: bytes, source: str) -> str:
         ) from None
 
 
+def _kind_of(node: Any) -> str:
+    if isinstance(node, CommentedSeq):
+        return "a list"
+    if isinstance(node, str):
+        return "a string"
+    return "a " + type(node).__name__
+
+
 def load_text(text: str, source: str) -> LoadedSpec:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
@@ -140,8 +148,7 @@ def load_text(text: str, source: str) -> LoadedSpec:
     if not isinstance(root, CommentedMap):
         raise SpecError.at(
             Location(source, 1, 1),
-            "expected a mapping with apiVersion, kind, metadata and spec, "
-            f"got {type(root).__name__}",
+            f"expected a mapping with apiVersion, kind, metadata and spec, got {_kind_of(root)}",
         )
     positions = Positions()
     data = _to_plain(root, (), positions, [MAX_NODES], source)

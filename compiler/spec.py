@@ -71,6 +71,14 @@ def _label_value(value: str) -> str:
     return value
 
 
+def _schema(pattern: str, max_length: int | None = None) -> WithJsonSchema:
+    """The same rule for editors: a JSON Schema pattern mirroring the validator."""
+    schema: dict[str, Any] = {"type": "string", "pattern": pattern}
+    if max_length is not None:
+        schema["maxLength"] = max_length
+    return WithJsonSchema(schema)
+
+
 def _pattern(regex: re.Pattern[str], what: str) -> AfterValidator:
     def check(value: str) -> str:
         if not regex.match(value):
@@ -86,15 +94,38 @@ def _no_control(value: str) -> str:
     return value
 
 
-Name = Annotated[str, AfterValidator(_dns_label)]
-LabelKey = Annotated[str, AfterValidator(_label_key)]
-LabelValue = Annotated[str, AfterValidator(_label_value)]
+_LABEL_KEY_SCHEMA = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+Name = Annotated[str, AfterValidator(_dns_label), _schema(_DNS1123_LABEL.pattern, 63)]
+LabelKey = Annotated[str, AfterValidator(_label_key), _schema(_LABEL_KEY_SCHEMA, 317)]
+LabelValue = Annotated[
+    str, AfterValidator(_label_value), _schema(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$", 63)
+]
 Labels = dict[LabelKey, LabelValue]
-Image = Annotated[str, _pattern(_IMAGE, "container image reference")]
-Url = Annotated[str, _pattern(_URL, "http(s) URL")]
-Quantity = Annotated[str, _pattern(_QUANTITY, "Kubernetes quantity (for example 500m, 2Gi)")]
-Cron = Annotated[str, _pattern(_CRON, "cron schedule")]
-Version = Annotated[str, _pattern(_VERSION, "version (letters, digits, '.', '_', '+', '-')")]
+Image = Annotated[str, _pattern(_IMAGE, "container image reference"), _schema(_IMAGE.pattern)]
+Url = Annotated[str, _pattern(_URL, "http(s) URL"), _schema(_URL.pattern)]
+Quantity = Annotated[
+    str,
+    _pattern(_QUANTITY, "Kubernetes quantity (for example 500m, 2Gi)"),
+    _schema(_QUANTITY.pattern),
+]
+Cron = Annotated[str, _pattern(_CRON, "cron schedule"), _schema(_CRON.pattern)]
+Version = Annotated[
+    str,
+    _pattern(_VERSION, "version (letters, digits, '.', '_', '+', '-')"),
+    _schema(_VERSION.pattern),
+]
+_ABS_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+AbsPath = Annotated[str, _pattern(_ABS_PATH, "absolute path"), _schema(_ABS_PATH.pattern)]
+_KUBE_VERSION = re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$")
+KubeVersion = Annotated[
+    str, _pattern(_KUBE_VERSION, "Kubernetes version"), _schema(_KUBE_VERSION.pattern)
+]
+HostName = Annotated[
+    str, _pattern(_DNS1123_SUBDOMAIN, "host name"), _schema(_DNS1123_SUBDOMAIN.pattern, 253)
+]
 FreeText = Annotated[str, AfterValidator(_no_control), Field(max_length=1024)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 Count = Annotated[int, Field(ge=0, le=100_000)]
@@ -217,7 +248,7 @@ class ModelInfo(Model):
     name: Name = "model"
     format: Literal["safetensors"] = "safetensors"
     size: Bytes = 14 * 2**30
-    path: Annotated[str, _pattern(re.compile(r"^/[A-Za-z0-9._/-]*$"), "absolute path")] = "/models"
+    path: AbsPath = "/models"
     version: Version = "v1"
     generation: Positive = Field(
         1,
@@ -263,7 +294,7 @@ class Grpc(Model):
 
 class Istio(Model):
     enabled: bool = False
-    host: Annotated[str, _pattern(_DNS1123_SUBDOMAIN, "host name")] | None = None
+    host: HostName | None = None
 
 
 class ConnectionPool(Model):
@@ -385,12 +416,9 @@ class Alerts(Model):
 
 
 class Validation(Model):
-    kubernetes_versions: (
-        list[
-            Annotated[str, _pattern(re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$"), "Kubernetes version")]
-        ]
-        | None
-    ) = None
+    kubernetes_versions: list[KubeVersion] | None = Field(
+        None, description="Kubernetes versions to validate against (default: the matrix)"
+    )
 
 
 class Spec(Model):

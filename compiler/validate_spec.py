@@ -100,7 +100,7 @@ def _message(error: Any, path: PathKey) -> str:
                 msg += f"; allowed fields: {', '.join(allowed)}"
     elif kind == "missing":
         msg = "required field is missing"
-    elif kind.endswith(("_type", "_parsing")) or kind == "literal_error":
+    elif kind != "value_error" and isinstance(error.get("input"), str | int | float | bool):
         msg = f"{msg} (got {error['input']!r})"
     return msg
 

@@ -14,6 +14,11 @@ from compiler.pipeline import CompiledSpec
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("compile", help="compile specs into out/ (atomically)")
     add_compile_options(parser)
+    parser.add_argument(
+        "--no-validate",
+        action="store_true",
+        help="skip kubeconform and promtool (out/ is still written atomically)",
+    )
     parser.set_defaults(func=run)
 
 

@@ -51,6 +51,8 @@ def packaged_templates() -> Path:
 
 def quote(value: Any) -> str:
     """Render a value as a YAML-safe JSON scalar or flow collection."""
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises here, naming the missing variable
     if isinstance(value, tuple):
         value = list(value)
     return json.dumps(value, ensure_ascii=True, sort_keys=False)

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import io
+import shutil
+from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from compiler.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = Path(__file__).resolve().parent / "cases"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/cases/*/expected from the current compiler output",
+    )
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(*args: str) -> Run:
+    """Run ``standbyc`` in-process and capture its exit code and output."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(args))
+    return Run(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def cli() -> type[Run]:
+    return Run
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A scratch project: the example specs under specs/, cwd set to it."""
+    shutil.copytree(REPO / "specs", tmp_path / "specs")
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }

@@ -1,0 +1,148 @@
+"""Scenario-named bad specs: each gives one exact, located message and exit 2."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from compiler.load import MAX_SPEC_BYTES
+from tests.conftest import run_cli
+
+BAD = Path(__file__).resolve().parent / "bad"
+
+DNS = (
+    "is not a valid Kubernetes name (DNS-1123 label: at most 63 characters, lowercase letters, "
+    "digits and '-', starting and ending with a letter or digit)"
+)
+BANDWIDTH_HELP = "write a number and a unit such as 25Gbit/s, 25Gbps or 3GB/s (b = bits, B = bytes)"
+
+EXPECTED = {
+    "yaml-syntax": (
+        "10:6: YAML syntax error: expected <block end>, but found '<block mapping start>'"
+    ),
+    "unknown-field": (
+        "8:5: spec.tiers.hot.egress: required field is missing\n"
+        "bad/unknown-field.yaml:10:7: spec.tiers.hot.egres: unknown field 'egres'; "
+        "did you mean 'egress'?"
+    ),
+    "wrong-type": (
+        "9:17: spec.tiers.warm.replicas: Input should be a valid integer, "
+        "unable to parse string as an integer (got 'two')"
+    ),
+    "negative-replicas": (
+        "9:17: spec.tiers.cold.replicas: Input should be greater than or equal to 0 (got -1)"
+    ),
+    "egress-over-link": (
+        "10:5: spec.tiers: tier egress adds up to 3 x 25 Gbit/s + 2 x 10 Gbit/s + 1 x 5 Gbit/s "
+        "= 100 Gbit/s, which exceeds spec.network.link 50 Gbit/s"
+    ),
+    "bad-unit": f"10:15: spec.tiers.hot.egress: cannot parse bandwidth '25Gbs'; {BANDWIDTH_HELP}",
+    "bandwidth-without-unit": (
+        "10:15: spec.tiers.hot.egress: expected a bandwidth string, got 25000000000; "
+        + BANDWIDTH_HELP
+    ),
+    "size-in-bits": (
+        "8:11: spec.model.size: size '14Gb' is in bits; sizes are in bytes "
+        "(write a number and a byte unit such as 14GiB, 512MB or 2KiB)"
+    ),
+    "keepalive-conflict": (
+        "9:22: spec.connectionPool.grpc.keepaliveTime: client keepalive 1m is shorter than the "
+        "server's minimum ping interval 5m (serverMinPingInterval); the server would answer "
+        "GOAWAY too_many_pings and drop connections"
+    ),
+    "for-shorter-than-interval": (
+        "12:12: spec.alerts.failoverSpike.for: for 30s is shorter than the rule evaluation "
+        "interval 1m"
+    ),
+    "empty": "1:1: file is empty; expected a StandbySpec document",
+    "bad-name": f"4:9: metadata.name: 'Inference_Engine' {DNS}",
+    "injected-name": f"4:9: metadata.name: 'a\\nkind: Secret' {DNS}",
+    "duplicate-key": (
+        '6:3: YAML syntax error: found duplicate key "name" with value "again" '
+        '(original value: "engine")'
+    ),
+    "two-documents": "7:1: a spec file holds exactly one StandbySpec document",
+    "missing-metadata": "1:1: metadata: required field is missing",
+    "not-a-mapping": (
+        "1:1: expected a mapping with apiVersion, kind, metadata and spec, got a list"
+    ),
+}
+
+
+@pytest.fixture
+def bad_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shutil.copytree(BAD, tmp_path / "bad")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_every_bad_file_has_an_expectation() -> None:
+    assert sorted(p.stem for p in BAD.glob("*.yaml")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_bad_spec(scenario: str, bad_dir: Path) -> None:
+    result = run_cli("compile", f"bad/{scenario}.yaml", "--out", "out", "--no-validate")
+    assert result.code == 2
+    assert result.err == f"standbyc: bad/{scenario}.yaml:{EXPECTED[scenario]}\n"
+    assert "Traceback" not in result.err
+    assert not (bad_dir / "out").exists()
+
+
+def test_non_utf8_file(bad_dir: Path) -> None:
+    spec = bad_dir / "latin1.yaml"
+    spec.write_bytes(b"apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\n# caf\xe9\n")
+    result = run_cli("compile", "latin1.yaml", "--no-validate")
+    assert result.code == 2
+    assert result.err == (
+        "standbyc: latin1.yaml:3:6: file is not valid UTF-8 (byte 0xe9 at offset 57)\n"
+    )
+
+
+def test_fifty_megabyte_file(bad_dir: Path) -> None:
+    spec = bad_dir / "huge.yaml"
+    size = 50 * 1024 * 1024
+    with spec.open("wb") as handle:
+        handle.write(b"apiVersion: standbyc.dev/v1alpha1\n")
+        handle.truncate(size)
+    result = run_cli("compile", "huge.yaml", "--no-validate")
+    assert result.code == 2
+    assert result.err == (
+        f"standbyc: huge.yaml:1:1: file is {size} bytes; a spec may be at most "
+        f"{MAX_SPEC_BYTES} bytes\n"
+    )
+
+
+def test_all_problems_of_all_specs_are_reported(bad_dir: Path) -> None:
+    result = run_cli("compile", "bad/bad-unit.yaml", "bad/negative-replicas.yaml", "--no-validate")
+    assert result.code == 2
+    assert "bad/bad-unit.yaml:10:15" in result.err
+    assert "bad/negative-replicas.yaml:9:17" in result.err
+
+
+def test_same_name_twice(bad_dir: Path) -> None:
+    body = (
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\n"
+        "metadata:\n  name: twin\n  namespace: ns\n"
+    )
+    (bad_dir / "a.yaml").write_text(body)
+    (bad_dir / "b.yaml").write_text(body)
+    result = run_cli("compile", "a.yaml", "b.yaml", "--no-validate")
+    assert result.code == 2
+    assert (
+        result.err == "standbyc: b.yaml:4:9: metadata.name: ns/twin is already defined by a.yaml\n"
+    )
+
+
+def test_missing_path_is_a_usage_error(bad_dir: Path) -> None:
+    result = run_cli("compile", "nope.yaml")
+    assert result.code == 2
+    assert result.err == "standbyc: nope.yaml: no such file or directory\n"
+
+
+def test_unknown_option_is_a_usage_error() -> None:
+    result = run_cli("compile", "--frobnicate")
+    assert result.code == 2
+    assert "unrecognized arguments: --frobnicate" in result.err

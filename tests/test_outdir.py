@@ -1,0 +1,157 @@
+"""out/ is written atomically, owned by header, and `check` catches staleness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compiler import outdir, pipeline
+from compiler.errors import ValidationFailed
+from compiler.render.base import Renderer
+from tests.conftest import run_cli, tree
+
+
+def _compile(*extra: str) -> None:
+    result = run_cli("compile", "--no-validate", *extra)
+    assert result.code == 0, result.err
+
+
+def test_failed_compile_leaves_out_unchanged(workdir: Path) -> None:
+    _compile()
+    (workdir / "out" / "NOTES.md").write_text("my notes\n")
+    before = tree(workdir / "out")
+    spec = workdir / "specs" / "inference-engine.yaml"
+    spec.write_text(spec.read_text().replace("egress: 25Gbit/s", "egress: 25Gbps/s"))
+    result = run_cli("compile", "--no-validate")
+    assert result.code == 2
+    assert tree(workdir / "out") == before
+    assert sorted(p.name for p in workdir.iterdir()) == [".out.standbyc-lock", "out", "specs"]
+
+
+def test_failed_validation_leaves_out_unchanged(workdir: Path) -> None:
+    _compile()
+    before = tree(workdir / "out")
+    spec = workdir / "specs" / "inference-engine.yaml"
+    spec.write_text(spec.read_text().replace("replicas: 3", "replicas: 2"))
+    desired = run_cli("check").out
+    assert desired  # the spec change does change out/
+
+    def reject(staged: Path) -> None:
+        assert (staged / "kustomization.yaml").is_file()
+        raise ValidationFailed("rejected by test")
+
+    current = outdir.read(workdir / "out")
+    specs = pipeline.discover([workdir / "specs"])
+    _, files = pipeline.build_tree(specs, Renderer(), current.owned)
+    with pytest.raises(ValidationFailed):
+        outdir.replace(workdir / "out", files, validate=reject)
+    assert tree(workdir / "out") == before
+
+
+def test_broken_template_leaves_out_unchanged(workdir: Path) -> None:
+    _compile()
+    before = tree(workdir / "out")
+    overrides = workdir / "my-templates"
+    overrides.mkdir()
+    (overrides / "serviceaccount.yaml.j2").write_text("kind: {{ undefined_thing | q }}\n")
+    result = run_cli("compile", "--no-validate", "--templates", str(overrides))
+    assert result.code == 2
+    assert result.err.startswith("standbyc: serviceaccount.yaml.j2:1: ")
+    assert "undefined_thing" in result.err
+    assert tree(workdir / "out") == before
+
+
+def test_template_that_renders_the_wrong_object_is_refused(workdir: Path) -> None:
+    overrides = workdir / "my-templates"
+    overrides.mkdir()
+    (overrides / "serviceaccount.yaml.j2").write_text(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ name | q }}\n"
+        "  namespace: {{ namespace | q }}\n"
+    )
+    result = run_cli("compile", "--no-validate", "--templates", str(overrides))
+    assert result.code == 2
+    assert "serviceaccount.yaml.j2: rendered apiVersion/kind/name/namespace" in result.err
+    assert not (workdir / "out").exists()
+
+
+def test_foreign_files_survive_and_stale_owned_files_go(workdir: Path) -> None:
+    _compile()
+    out = workdir / "out"
+    (out / "README.md").write_text("hand-written\n")
+    (workdir / "specs" / "grpc-llm.yaml").unlink()
+    _compile()
+    assert (out / "README.md").read_text() == "hand-written\n"
+    assert not (out / "llm-serving").exists()
+    assert (out / "inference-system" / "inference-engine" / "kustomization.yaml").is_file()
+
+
+def test_compiling_one_spec_keeps_the_others(workdir: Path) -> None:
+    _compile()
+    before = tree(workdir / "out")
+    _compile("specs/inference-engine.yaml")
+    assert tree(workdir / "out") == before
+
+
+def test_refuses_to_overwrite_a_foreign_file(workdir: Path) -> None:
+    _compile()
+    target = workdir / "out" / "inference-system" / "inference-engine" / "kustomization.yaml"
+    target.write_text("# mine\n")
+    result = run_cli("compile", "--no-validate")
+    assert result.code == 2
+    assert (
+        "refusing to overwrite out/inference-system/inference-engine/kustomization.yaml"
+        in result.err
+    )
+    assert target.read_text() == "# mine\n"
+
+
+def test_interrupted_swap_is_recovered(workdir: Path) -> None:
+    _compile()
+    before = tree(workdir / "out")
+    (workdir / "out").rename(workdir / ".out.standbyc-old")  # crash between the two renames
+    _compile()
+    assert tree(workdir / "out") == before
+    assert not (workdir / ".out.standbyc-old").exists()
+
+
+def test_check_is_clean_after_compile(workdir: Path) -> None:
+    _compile()
+    result = run_cli("check")
+    assert result.code == 0
+    assert result.out == "out/ is up to date\n"
+
+
+def test_check_reports_stale_output_with_a_diff(workdir: Path) -> None:
+    _compile()
+    spec = workdir / "specs" / "inference-engine.yaml"
+    spec.write_text(spec.read_text().replace("egress: 25Gbit/s", "egress: 20Gbit/s"))
+    result = run_cli("check")
+    assert result.code == 1
+    assert "-      bandwidth: 25G\n+      bandwidth: 20G\n" in result.out
+    assert (
+        "--- out/inference-system/inference-engine/ciliumegressqos-inference-engine-qos.yaml"
+        in (result.out)
+    )
+    assert "out/ is stale" in result.err
+
+
+def test_check_notices_a_hand_edit_and_a_missing_file(workdir: Path) -> None:
+    _compile()
+    sa = (
+        workdir
+        / "out/inference-system/inference-engine/serviceaccount-inference-engine-weight-sync.yaml"
+    )
+    sa.unlink()
+    result = run_cli("check", "--format", "json")
+    assert result.code == 1
+    assert '"fresh": false' in result.out
+    assert "serviceaccount-inference-engine-weight-sync.yaml" in result.out
+
+
+def test_second_compile_changes_nothing(workdir: Path) -> None:
+    _compile()
+    mtimes = {p: p.stat().st_mtime_ns for p in (workdir / "out").rglob("*")}
+    result = run_cli("compile", "--no-validate")
+    assert result.out.startswith("out/ is up to date")
+    assert {p: p.stat().st_mtime_ns for p in (workdir / "out").rglob("*")} == mtimes
