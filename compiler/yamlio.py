@@ -89,7 +89,7 @@ def document(obj: Any, source: str) -> str:
 
 def parse_one(text: str) -> list[Any]:
     """All documents in ``text`` with a safe loader (no tags, no Python objects)."""
-    yaml = YAML(typ="safe", pure=True)
+    yaml = YAML(typ="safe")  # libyaml parser when ruamel.yaml.clib is present
     return [d for d in yaml.load_all(text) if d is not None]
 
 

@@ -1,0 +1,75 @@
+"""Spec values can never add YAML structure to the output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.conftest import run_cli
+
+HOSTILE = [
+    "x: y",
+    "a\nkind: Secret",
+    "}{ [ ] ,",
+    "'single' \"double\" \\back",
+    "- list item",
+    "yes",
+    "0x1F",
+    "*alias &anchor !!python/object",
+    "--- \n...",
+    "{{ jinja }} {% raw %}",
+]
+
+SPEC = """\
+apiVersion: standbyc.dev/v1alpha1
+kind: StandbySpec
+metadata:
+  name: engine
+  namespace: ns
+spec:
+  commonAnnotations:
+    example.com/note: {value}
+"""
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_free_text_stays_one_string(value: str, tmp_path: Path) -> None:
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.format(value=json.dumps(value)))
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0, result.err
+    files = sorted((tmp_path / "out" / "ns" / "engine").glob("*.yaml"))
+    assert files
+    yaml = YAML(typ="safe")
+    for path in files:
+        if path.name == "kustomization.yaml":
+            continue
+        docs = list(yaml.load_all(path.read_text()))
+        assert len(docs) == 1, path
+        assert docs[0]["metadata"]["annotations"]["example.com/note"] == value, path
+        assert docs[0]["kind"] != "Secret"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("name", "a\nkind: Secret"),
+        ("name", "x: y"),
+        ("namespace", "ns\n---\nkind: Secret"),
+    ],
+)
+def test_structural_values_are_refused(field: str, value: str, tmp_path: Path) -> None:
+
+    body = SPEC.format(value='"ok"').replace(
+        f"  {field}: {'engine' if field == 'name' else 'ns'}\n", f"  {field}: {json.dumps(value)}\n"
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(body)
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 2
+    assert f"metadata.{field}: {value!r} is not a valid Kubernetes name" in result.err
+    assert not (tmp_path / "out").exists()

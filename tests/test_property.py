@@ -1,0 +1,98 @@
+"""Mutated specs end in a clean error or a valid compile, never a traceback."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ruamel.yaml import YAML
+
+from tests.conftest import REPO, run_cli
+
+BASE = YAML(typ="safe").load((REPO / "specs" / "inference-engine.yaml").read_text())
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.sampled_from(["25Gbit/s", "0Gbit/s", "5m", "0s", "14GiB", "1e400", "hot", "grpc", "50%"]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+PATHS = [p for p in _paths(BASE) if p]
+
+
+def _mutate(
+    spec: dict[str, Any], path: tuple[Any, ...], value: Any, delete: bool
+) -> dict[str, Any]:
+    spec = copy.deepcopy(spec)
+    node = spec
+    for key in path[:-1]:
+        node = node[key]
+    if delete:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return spec
+
+
+def _check(text: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "spec.yaml"
+        spec.write_text(text)
+        result = run_cli("compile", str(spec), "--out", str(Path(tmp) / "out"), "--no-validate")
+    assert result.code in (0, 2), result.err
+    assert "Traceback" not in result.err
+    if result.code == 2:
+        assert result.err.startswith(f"standbyc: {spec}"), result.err
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(PATHS), values, st.booleans())
+def test_mutated_field(path: tuple[Any, ...], value: Any, delete: bool) -> None:
+    buf = io.StringIO()
+    YAML(typ="safe").dump(_mutate(BASE, path, value, delete), buf)
+    _check(buf.getvalue())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_mutated_text(data: st.DataObject) -> None:
+    text = (REPO / "specs" / "inference-engine.yaml").read_text()
+    position = data.draw(st.integers(min_value=0, max_value=len(text)))
+    insert = data.draw(st.text(max_size=5))
+    cut = data.draw(st.integers(min_value=0, max_value=5))
+    _check(text[:position] + insert + text[position + cut :])
+
+
+def test_json_spec_is_yaml_too(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps(BASE))
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0, result.err
