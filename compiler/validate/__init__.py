@@ -1,0 +1,216 @@
+"""The validation gate: kubeconform, promtool and pint over a tree laid out like ``out/``.
+
+``validate_tree`` is what ``standbyc validate``, ``standbyc compile`` and the pre-commit
+hook all call. Every tool runs as few processes as possible (one kubeconform per
+Kubernetes version over all files, one ``promtool check rules``, one ``promtool test
+rules``, one pint), and those processes run concurrently.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ruamel.yaml import YAML
+
+from compiler import tools
+from compiler.validate import kubeconform, pint, promtool, schemas
+from compiler.validate.report import FileResult, Finding, Report, VersionResult
+from compiler.validate.schemas import SchemasMissing, default_schema_dir
+
+__all__ = [
+    "DEFAULT_KUBE_VERSIONS",
+    "FileResult",
+    "Finding",
+    "Report",
+    "SchemasMissing",
+    "VersionResult",
+    "default_schema_dir",
+    "discover",
+    "validate_tree",
+]
+
+DEFAULT_KUBE_VERSIONS: tuple[str, ...] = schemas.default_kube_versions()
+
+_T = TypeVar("_T")
+
+
+def _is_yaml(path: Path) -> bool:
+    return path.suffix in (".yaml", ".yml")
+
+
+def discover(root: Path) -> tuple[list[str], list[str]]:
+    """(manifest files, promtool test files), as sorted paths relative to ``root``.
+
+    Manifests: every YAML file except ``kustomization.yaml`` and anything under a
+    ``tests/`` directory or a hidden directory. Tests: ``tests/**/*.test.yaml``.
+    """
+    manifests: list[str] = []
+    tests: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel_dir = Path(dirpath).relative_to(root)
+        in_tests = "tests" in rel_dir.parts
+        for fname in sorted(filenames):
+            path = rel_dir / fname
+            if not _is_yaml(path):
+                continue
+            if in_tests:
+                if fname.endswith((".test.yaml", ".test.yml")):
+                    tests.append(path.as_posix())
+            elif path.stem != "kustomization":
+                manifests.append(path.as_posix())
+    return manifests, tests
+
+
+def _rule_sources(
+    root: Path, manifests: Sequence[str], display: Callable[[str], str]
+) -> list[promtool.RuleSource]:
+    yaml = YAML(typ="safe", pure=True)
+    sources: list[promtool.RuleSource] = []
+    for rel in manifests:
+        text = (root / rel).read_text()
+        if "PrometheusRule" not in text:  # cheap filter: parse only files that may hold one
+            continue
+        try:
+            docs: list[Any] = list(yaml.load_all(text))
+        except Exception:  # a YAML error is kubeconform's to report, with its location
+            continue
+        rule_docs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "PrometheusRule"]
+        for i, doc in enumerate(rule_docs):
+            spec = doc.get("spec") or {}
+            groups = spec.get("groups") if isinstance(spec, dict) else None
+            if not isinstance(groups, list):
+                continue  # kubeconform reports the missing/mistyped field
+            name = str((doc.get("metadata") or {}).get("name", ""))
+            suffix = f".{i}" if len(rule_docs) > 1 else ""
+            plain = f"{Path(rel).with_suffix('').as_posix()}{suffix}.rules.yaml"
+            sources.append(promtool.RuleSource(display(rel), name, groups, plain))
+    return sources
+
+
+def _merge_versions(findings: Sequence[Finding]) -> list[Finding]:
+    """One finding per problem, listing the Kubernetes versions that reported it."""
+    merged: dict[tuple[str, str, str, str, str], list[str]] = {}
+    order: list[Finding] = []
+    for f in findings:
+        key = (f.file, f.kind, f.name, f.pointer, f.message)
+        if key not in merged:
+            merged[key] = []
+            order.append(f)
+        merged[key].extend(f.kube_versions)
+    out: list[Finding] = []
+    for f in order:
+        versions = merged[(f.file, f.kind, f.name, f.pointer, f.message)]
+        ordered = tuple(sorted(set(versions), key=lambda v: tuple(int(p) for p in v.split("."))))
+        out.append(
+            Finding(f.file, f.kind, f.name, f.pointer, f.message, f.tool, f.severity, ordered)
+        )
+    return out
+
+
+def validate_tree(
+    root: Path,
+    *,
+    kube_versions: Sequence[str] | None = None,
+    schema_dir: Path | None = None,
+    display_root: str | None = None,
+) -> Report:
+    """Validate every manifest, PrometheusRule and promtool unit test under ``root``.
+
+    Raises ``ToolMissing`` when kubeconform or promtool is absent (pint is optional) and
+    ``SchemasMissing`` when the offline schemas are absent and cannot be built offline.
+    Findings do not raise: check ``Report.ok``.
+    """
+    started = time.perf_counter()
+    root = Path(root)
+    versions = tuple(schemas.normalize_version(v) for v in (kube_versions or DEFAULT_KUBE_VERSIONS))
+    shown_root = str(root) if display_root is None else display_root.rstrip("/")
+
+    def display(rel: str) -> str:
+        return f"{shown_root}/{rel}" if shown_root else rel
+
+    # Fail fast, before any work, on what the user must install.
+    tools.require("kubeconform")
+    tools.require("promtool")
+    have_pint = tools.find("pint") is not None
+    sd = schemas.ensure(schema_dir or default_schema_dir(), versions)
+
+    manifests, tests = discover(root)
+    sources = _rule_sources(root, manifests, display)
+    workers = max(1, (os.cpu_count() or 1) // max(1, len(versions)))
+
+    with tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp_name:
+        tmp = Path(tmp_name)
+        tools_started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=len(versions) + 3) as pool:
+            kube_runs = (
+                [
+                    pool.submit(
+                        kubeconform.run,
+                        sd,
+                        v,
+                        manifests,
+                        cwd=root,
+                        display_root=shown_root,
+                        workers=workers,
+                    )
+                    for v in versions
+                ]
+                if manifests
+                else []
+            )
+            checked = pool.submit(_check_then_lint, sources, tmp, have_pint)
+            tested = pool.submit(promtool.test_rules, tests, cwd=root, display=display)
+            kube_results = [_result(f) for f in kube_runs]
+            check_outcome, pint_outcome = _result(checked)
+            test_outcome = _result(tested)
+        tools_wall = time.perf_counter() - tools_started
+
+    kube_findings = _merge_versions([f for r in kube_results for f in r.findings])
+    findings = [*kube_findings, *check_outcome.findings]
+    if pint_outcome is not None:
+        findings += pint_outcome.findings
+    findings += test_outcome.findings
+    tool_seconds = {
+        "kubeconform": sum(r.seconds for r in kube_results),
+        "promtool": check_outcome.seconds + test_outcome.seconds,
+        "pint": pint_outcome.seconds if pint_outcome else 0.0,
+    }
+    return Report(
+        root=shown_root or ".",
+        kube_versions=versions,
+        resource_files=len(manifests),
+        findings=tuple(findings),
+        versions=tuple(r.version for r in kube_results),
+        rule_checks=check_outcome.results,
+        rule_tests=test_outcome.results,
+        pint=_pint_status(have_pint, sources),
+        tool_seconds=tool_seconds,
+        tools_wall_seconds=tools_wall,
+        wall_seconds=time.perf_counter() - started,
+    )
+
+
+def _check_then_lint(
+    sources: Sequence[promtool.RuleSource], tmp: Path, have_pint: bool
+) -> tuple[promtool.Outcome, promtool.Outcome | None]:
+    # pint reads the plain rules files that check_rules writes, so it runs after it.
+    checked = promtool.check_rules(sources, tmp)
+    linted = pint.lint(sources, tmp) if have_pint and sources else None
+    return checked, linted
+
+
+def _pint_status(have_pint: bool, sources: Sequence[promtool.RuleSource]) -> str:
+    if not have_pint:
+        return f"not installed, skipped (install: {tools.INSTALL_HINTS['pint']})"
+    return f"ran offline on {len(sources)} PrometheusRules" if sources else "no PrometheusRules"
+
+
+def _result(future: Future[_T]) -> _T:
+    return future.result()
