@@ -8,6 +8,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from compiler.commands import doctor, schemas, validate
+
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
-COMMANDS: dict[str, Register] = {}
+COMMANDS: dict[str, Register] = {
+    "validate": validate.register,
+    "schemas": schemas.register,
+    "doctor": doctor.register,
+}
