@@ -84,7 +84,9 @@ def test_one_finding_per_problem_across_the_matrix(validators: Path) -> None:
 
 def test_cli_exit_code_and_output(validators: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broken = FIXTURES / "broken" / "wrong-type"
-    code = main(["validate", str(broken), "--kube-version", "1.31", "--schema-dir", str(validators)])
+    code = main(
+        ["validate", str(broken), "--kube-version", "1.31", "--schema-dir", str(validators)]
+    )
     assert code == 1
     err = capsys.readouterr().err
     assert (
