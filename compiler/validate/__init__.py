@@ -9,6 +9,7 @@ rules``, one pint), and those processes run concurrently.
 from __future__ import annotations
 
 import os
+import resource
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -71,7 +72,7 @@ def discover(root: Path) -> tuple[list[str], list[str]]:
 def _rule_sources(
     root: Path, manifests: Sequence[str], display: Callable[[str], str]
 ) -> list[promtool.RuleSource]:
-    yaml = YAML(typ="safe", pure=True)
+    yaml = YAML(typ="safe")
     sources: list[promtool.RuleSource] = []
     for rel in manifests:
         text = (root / rel).read_text()
@@ -128,6 +129,7 @@ def validate_tree(
     Findings do not raise: check ``Report.ok``.
     """
     started = time.perf_counter()
+    cpu_started, children_started = time.process_time(), _children_cpu()
     root = Path(root)
     versions = tuple(schemas.normalize_version(v) for v in (kube_versions or DEFAULT_KUBE_VERSIONS))
     shown_root = str(root) if display_root is None else display_root.rstrip("/")
@@ -142,35 +144,42 @@ def validate_tree(
     sd = schemas.ensure(schema_dir or default_schema_dir(), versions)
 
     manifests, tests = discover(root)
-    sources = _rule_sources(root, manifests, display)
     workers = max(1, (os.cpu_count() or 1) // max(1, len(versions)))
+    waited = 0.0  # time this thread spent blocked on tool processes
 
-    with tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp_name:
+    def wait(future: Future[_T]) -> _T:
+        nonlocal waited
+        t0 = time.perf_counter()
+        try:
+            return future.result()
+        finally:
+            waited += time.perf_counter() - t0
+
+    with (
+        tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp_name,
+        ThreadPoolExecutor(max_workers=len(versions) + 3) as pool,
+    ):
         tmp = Path(tmp_name)
-        tools_started = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=len(versions) + 3) as pool:
-            kube_runs = (
-                [
-                    pool.submit(
-                        kubeconform.run,
-                        sd,
-                        v,
-                        manifests,
-                        cwd=root,
-                        display_root=shown_root,
-                        workers=workers,
-                    )
-                    for v in versions
-                ]
-                if manifests
-                else []
+        # kubeconform and the unit tests need nothing from us: start them first, and read
+        # the PrometheusRules while they run.
+        kube_runs = [
+            pool.submit(
+                kubeconform.run,
+                sd,
+                v,
+                manifests,
+                cwd=root,
+                display_root=shown_root,
+                workers=workers,
             )
-            checked = pool.submit(_check_then_lint, sources, tmp, have_pint)
-            tested = pool.submit(promtool.test_rules, tests, cwd=root, display=display)
-            kube_results = [_result(f) for f in kube_runs]
-            check_outcome, pint_outcome = _result(checked)
-            test_outcome = _result(tested)
-        tools_wall = time.perf_counter() - tools_started
+            for v in (versions if manifests else ())
+        ]
+        tested = pool.submit(promtool.test_rules, tests, cwd=root, display=display)
+        sources = _rule_sources(root, manifests, display)
+        checked = pool.submit(_check_then_lint, sources, tmp, have_pint)
+        kube_results = [wait(f) for f in kube_runs]
+        check_outcome, pint_outcome = wait(checked)
+        test_outcome = wait(tested)
 
     kube_findings = _merge_versions([f for r in kube_results for f in r.findings])
     findings = [*kube_findings, *check_outcome.findings]
@@ -192,9 +201,17 @@ def validate_tree(
         rule_tests=test_outcome.results,
         pint=_pint_status(have_pint, sources),
         tool_seconds=tool_seconds,
-        tools_wall_seconds=tools_wall,
+        tools_wall_seconds=waited,
+        own_cpu_seconds=time.process_time() - cpu_started,
+        tools_cpu_seconds=_children_cpu() - children_started,
         wall_seconds=time.perf_counter() - started,
     )
+
+
+def _children_cpu() -> float:
+    """CPU seconds used by finished child processes (the tools) of this process."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _check_then_lint(
@@ -210,7 +227,3 @@ def _pint_status(have_pint: bool, sources: Sequence[promtool.RuleSource]) -> str
     if not have_pint:
         return f"not installed, skipped (install: {tools.INSTALL_HINTS['pint']})"
     return f"ran offline on {len(sources)} PrometheusRules" if sources else "no PrometheusRules"
-
-
-def _result(future: Future[_T]) -> _T:
-    return future.result()

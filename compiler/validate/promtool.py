@@ -48,7 +48,7 @@ class Outcome:
 
 
 def write_plain_rules(sources: Iterable[RuleSource], tmp: Path) -> None:
-    yaml = YAML(typ="safe", pure=True)
+    yaml = YAML(typ="safe")
     yaml.default_flow_style = False
     for src in sources:
         target = tmp / src.plain_file
@@ -198,7 +198,7 @@ def _seconds(text: str) -> float | None:
 def _test_cases(path: Path) -> dict[tuple[str, float | None], str]:
     """(alertname or expr, eval_time) -> JSON pointer of that case in a test file."""
     try:
-        data = YAML(typ="safe", pure=True).load(path.read_text())
+        data = YAML(typ="safe").load(path.read_text())
     except Exception:  # the file is promtool's to judge; a pointer is only a courtesy
         return {}
     cases: dict[tuple[str, float | None], str] = {}

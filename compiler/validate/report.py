@@ -76,8 +76,10 @@ class Report:
     rule_tests: tuple[FileResult, ...]
     pint: str  # "ran", or why it did not
     tool_seconds: dict[str, float] = field(default_factory=dict)  # summed wall time per tool
-    tools_wall_seconds: float = 0.0  # wall time of the (concurrent) tool phase
+    tools_wall_seconds: float = 0.0  # time standbyc sat waiting for the (concurrent) tools
     wall_seconds: float = 0.0
+    own_cpu_seconds: float = 0.0  # CPU time of the standbyc process itself, all threads
+    tools_cpu_seconds: float = 0.0  # CPU time of the tool processes
 
     @property
     def errors(self) -> tuple[Finding, ...]:
@@ -94,7 +96,7 @@ class Report:
 
     @property
     def own_seconds(self) -> float:
-        """Time spent in standbyc itself: everything but waiting for the tools."""
+        """Time spent in standbyc itself: the wall time minus the time spent waiting on tools."""
         return max(0.0, self.wall_seconds - self.tools_wall_seconds)
 
     def summary_text(self) -> str:

@@ -218,7 +218,7 @@ def _sha256(path: Path) -> str:
 
 
 def _load_yaml_docs(text: str) -> list[Any]:
-    return list(YAML(typ="safe", pure=True).load_all(text))
+    return list(YAML(typ="safe").load_all(text))
 
 
 def crd_source_text(source: pinfile.CrdSource, *, allow_network: bool) -> str:
