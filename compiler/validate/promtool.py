@@ -20,7 +20,8 @@ from compiler import tools
 from compiler.validate.report import FileResult, Finding
 
 _CHECK_HEADER = re.compile(r"^Checking (.+)$")
-_TEST_HEADER = re.compile(r"^Processing test file: (.+)$")
+# Prometheus 3.x prints "Processing test file: F"; 2.x (Debian's 2.42) "Unit Testing:  F".
+_TEST_HEADER = re.compile(r"^(?:Processing test file|Unit Testing):\s+(.+)$")
 _RULE_ERROR = re.compile(
     r'group "(?P<group>.*?)", rule (?P<rule>\d+), "(?P<name>.*?)": (?P<msg>.*)$'
 )
