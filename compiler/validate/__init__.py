@@ -91,8 +91,39 @@ def _rule_sources(
             name = str((doc.get("metadata") or {}).get("name", ""))
             suffix = f".{i}" if len(rule_docs) > 1 else ""
             plain = f"{Path(rel).with_suffix('').as_posix()}{suffix}.rules.yaml"
-            sources.append(promtool.RuleSource(display(rel), name, groups, plain))
+            sources.append(promtool.RuleSource(display(rel), name, groups, plain, rel))
     return sources
+
+
+def _stale_test_rules(
+    root: Path, sources: Sequence[promtool.RuleSource], display: Callable[[str], str]
+) -> list[Finding]:
+    """The unit tests load ``tests/<rule-name>.rules.yaml``, a copy of the PrometheusRule's
+    groups. If the copy differs, the tests prove nothing about what is deployed."""
+    yaml = YAML(typ="safe")
+    findings: list[Finding] = []
+    for src in sources:
+        copy_rel = (Path(src.rel_file).parent / "tests" / f"{src.name}.rules.yaml").as_posix()
+        copy = root / copy_rel
+        if not copy.is_file():
+            continue
+        try:
+            data = yaml.load(copy.read_text()) or {}
+        except Exception as exc:  # promtool test rules reports the YAML error in full
+            data = {"error": str(exc)}
+        if not isinstance(data, dict) or data.get("groups") != src.groups:
+            findings.append(
+                Finding(
+                    display(copy_rel),
+                    "PrometheusRule",
+                    src.name,
+                    "/groups",
+                    f"differs from spec.groups of {src.display_file}; the unit tests would "
+                    "test a stale copy of the rules (recompile)",
+                    "standbyc",
+                )
+            )
+    return findings
 
 
 def _merge_versions(findings: Sequence[Finding]) -> list[Finding]:
@@ -186,6 +217,7 @@ def validate_tree(
     if pint_outcome is not None:
         findings += pint_outcome.findings
     findings += test_outcome.findings
+    findings += _stale_test_rules(root, sources, display)
     tool_seconds = {
         "kubeconform": sum(r.seconds for r in kube_results),
         "promtool": check_outcome.seconds + test_outcome.seconds,

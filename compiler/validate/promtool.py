@@ -39,6 +39,7 @@ class RuleSource:
     name: str
     groups: list[Any]
     plain_file: str  # relative to the temp dir promtool runs in
+    rel_file: str = ""  # the PrometheusRule's file, relative to the validated root
 
 
 @dataclass(frozen=True)

@@ -74,8 +74,9 @@ def test_unit_test_catches_a_shortened_for(validators: Path, tmp_path: Path) -> 
     """'Fire after exactly its for': the test asserts silence at 6m, so for: 1m fails."""
     tree = tmp_path / "out"
     shutil.copytree(FIXTURES / "good", tree)
-    rules = tree / "inference-system/seed/tests/seed-egress.rules.yaml"
-    rules.write_text(rules.read_text().replace("for: 2m", "for: 1m"))
+    seed = tree / "inference-system/seed"
+    for rules in (seed / "tests/seed-egress.rules.yaml", seed / "prometheusrule-seed-egress.yaml"):
+        rules.write_text(rules.read_text().replace("for: 2m", "for: 1m"))
     report = validate_tree(tree, schema_dir=validators, display_root="out")
     (failure,) = report.errors
     assert failure.pointer == "/tests/0/alert_rule_test/0"
@@ -89,3 +90,17 @@ def test_many_prometheusrules_one_promtool_call(validators: Path, tmp_path: Path
     report = validate_tree(tree, schema_dir=validators, display_root="out")
     assert report.ok, report.summary_text()
     assert len(report.rule_checks) == 5 and len(report.rule_tests) == 5
+
+
+def test_stale_rules_copy_under_tests_is_an_error(validators: Path, tmp_path: Path) -> None:
+    """The unit tests load tests/<name>.rules.yaml; it must equal the PrometheusRule's groups."""
+    tree = tmp_path / "out"
+    shutil.copytree(FIXTURES / "good", tree)
+    cr = tree / "inference-system/seed/prometheusrule-seed-egress.yaml"
+    cr.write_text(cr.read_text().replace(") * 8 > 10000000000", ") > 10000000000"))
+    report = validate_tree(tree, schema_dir=validators, display_root="out")
+    assert [f.render() for f in report.errors] == [
+        f"{SEED}/tests/seed-egress.rules.yaml: PrometheusRule/seed-egress: /groups: differs from "
+        f"spec.groups of {SEED}/prometheusrule-seed-egress.yaml; the unit tests would test a "
+        "stale copy of the rules (recompile)"
+    ]
