@@ -117,6 +117,6 @@ EOF
 done
 
 log "building the offline schema directory"
-(cd "$ROOT" && PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m compiler schemas build)
+(cd "$ROOT" && PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m compiler schemas build --if-stale)
 log "done; tools in $BIN"
 (cd "$ROOT" && PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m compiler doctor) || true

@@ -29,6 +29,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="read the Go module cache only (GOPROXY=off)",
     )
+    parser.add_argument(
+        "--if-stale",
+        action="store_true",
+        help="do nothing when the directory already holds these versions from the current pins",
+    )
     parser.set_defaults(func=run)
 
 
@@ -40,7 +45,11 @@ def run(args: argparse.Namespace) -> int:
     if args.action != "build":
         raise UsageError(f"unknown action {args.action}")
     root.mkdir(parents=True, exist_ok=True)
-    manifest = schemas.build(root, args.kube_version, allow_network=not args.offline)
+    versions = args.kube_version or list(schemas.default_kube_versions())
+    if args.if_stale and schemas.is_fresh(root, versions):
+        print(f"{root} is up to date")
+        return EXIT_OK
+    manifest = schemas.build(root, versions, allow_network=not args.offline)
     versions = ", ".join(manifest["kubernetes"])
     print(f"built {root}")
     print(f"  kubernetes {versions} (kubernetes-validate {manifest['kubernetes_validate']})")

@@ -300,6 +300,23 @@ def build(
     return manifest
 
 
+def _built_versions(sd: SchemaDir) -> dict[str, Any]:
+    """The Kubernetes versions in ``sd`` if it was built from the current pins and code."""
+    manifest = sd.manifest()
+    pins = pinfile.load()
+    if not manifest or manifest.get("pins_sha256") != pins.digest:
+        return {}
+    if manifest.get("format") != FORMAT or not sd.crds.is_dir():
+        return {}
+    built: dict[str, Any] = manifest.get("kubernetes", {})
+    return {v: e for v, e in built.items() if sd.kube_dir(v).is_dir()}
+
+
+def is_fresh(root: Path, kube_versions: Sequence[str]) -> bool:
+    built = _built_versions(SchemaDir(root))
+    return all(normalize_version(v) in built for v in kube_versions)
+
+
 def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
     """Return a schema dir holding ``kube_versions``; build what is missing offline, or fail.
 
@@ -308,17 +325,12 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
     error names ``standbyc schemas build``.
     """
     sd = SchemaDir(root)
-    pins = pinfile.load()
     manifest = sd.manifest()
-    fresh = (
-        manifest is not None
-        and manifest.get("pins_sha256") == pins.digest
-        and manifest.get("format") == FORMAT
-    )
+    built = _built_versions(sd)
+    fresh = bool(built)
     wanted = [normalize_version(v) for v in kube_versions]
-    built: dict[str, Any] = manifest.get("kubernetes", {}) if manifest and fresh else {}
     missing = [v for v in wanted if v not in built]
-    if not missing and sd.crds.is_dir():
+    if not missing:
         return sd
     try:
         build(root, wanted, allow_network=False, keep_existing=fresh)
