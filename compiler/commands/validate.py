@@ -31,6 +31,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--schema-dir", type=Path, help="offline schema directory")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--changed",
+        nargs="+",
+        metavar="FILE",
+        help="validate only the spec directories (DIR/<ns>/<name>) holding these files; "
+        "for pre-commit with pass_filenames",
+    )
     parser.set_defaults(func=run)
 
 
@@ -38,14 +45,28 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory")
+    only: list[str] | None = None
+    if args.changed:
+        only = [rel for f in args.changed if (rel := _relative(Path(f), root)) is not None]
+        if not only:
+            print(f"no changed file under {root}; nothing to validate")
+            return EXIT_OK
     report = validate_tree(
         root,
         kube_versions=args.kube_version,
         schema_dir=args.schema_dir,
         display_root=args.dir.rstrip("/") or ".",
+        only=only,
     )
     if args.format == "json":
         print(report.to_json())
     else:
         print(report.summary_text(), file=sys.stdout if report.ok else sys.stderr)
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _relative(path: Path, root: Path) -> str | None:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,17 @@ def test_cli_json(validators: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert data["ok"] is True
     assert data["kube_versions"] == list(DEFAULT_KUBE_VERSIONS)
+
+
+def test_changed_limits_the_run_to_that_spec(
+    validators: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pre-commit with filenames: only the changed spec's directory is validated."""
+    out = tmp_path / "out"
+    shutil.copytree(FIXTURES / "good" / "inference-system", out / "ok-ns")
+    shutil.copytree(FIXTURES / "broken" / "wrong-type" / "inference-system", out / "bad-ns")
+    changed = str(out / "ok-ns" / "seed" / "tests" / "StandbyEgressHotOverLimit.test.yaml")
+    argv = ["validate", str(out), "--schema-dir", str(validators), "--kube-version", "1.31"]
+    assert main([*argv, "--changed", changed]) == 0
+    assert "validated" in capsys.readouterr().out
+    assert main([*argv, "--changed", str(out / "bad-ns" / "seed" / "deployment-llm-hot.yaml")]) == 1
