@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ INSTALL_HINTS: dict[str, str] = {
     "promtool": "make tools  (Prometheus promtool; see README 'Validators')",
     "pint": "make tools  (go install github.com/cloudflare/pint/cmd/pint@v0.87.0)",
     "rsync": "apt-get install rsync",
+    "go": "install Go >= 1.24 (https://go.dev/doc/install); needed only at setup time",
 }
 
 
@@ -57,6 +59,7 @@ class Result:
     returncode: int
     stdout: str
     stderr: str
+    seconds: float = 0.0  # wall time, so callers can report time spent in each tool
 
     def describe(self) -> str:
         """The command, its exit code and its indented output, for error messages."""
@@ -77,21 +80,29 @@ def run(
     env: Mapping[str, str] | None = None,
     stdin: str | None = None,
     timeout: float = 600.0,
+    merge_stderr: bool = False,
 ) -> Result:
-    """Run tool ``name`` with ``args``; raise ToolFailed on an exit code not in ``ok_codes``."""
+    """Run tool ``name`` with ``args``; raise ToolFailed on an exit code not in ``ok_codes``.
+
+    ``merge_stderr`` sends stderr into stdout through one pipe, for tools (promtool) that
+    write a file's header to stdout and its errors to stderr: only one pipe keeps the order.
+    """
     binary = require(name)
     argv = (str(binary), *args)
+    start = time.perf_counter()
     proc = subprocess.run(
         argv,
         cwd=cwd,
         env=dict(env) if env is not None else None,
         input=stdin,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         text=True,
         timeout=timeout,
         check=False,
     )
-    result = Result(argv, proc.returncode, proc.stdout, proc.stderr)
+    seconds = time.perf_counter() - start
+    result = Result(argv, proc.returncode, proc.stdout, proc.stderr or "", seconds)
     if proc.returncode not in ok_codes:
         raise ToolFailed(f"{name} failed\n{result.describe()}")
     return result

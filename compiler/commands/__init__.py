@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from compiler.commands import check, compile, schema
+from compiler.commands import check, compile, doctor, schema, schemas, validate
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -16,4 +16,7 @@ COMMANDS: dict[str, Register] = {
     "compile": compile.register,
     "check": check.register,
     "schema": schema.register,
+    "validate": validate.register,
+    "schemas": schemas.register,
+    "doctor": doctor.register,
 }

@@ -1,0 +1,285 @@
+"""The validation gate: kubeconform, promtool and pint over a tree laid out like ``out/``.
+
+``validate_tree`` is what ``standbyc validate``, ``standbyc compile`` and the pre-commit
+hook all call. Every tool runs as few processes as possible (one kubeconform per
+Kubernetes version over all files, one ``promtool check rules``, one ``promtool test
+rules``, one pint), and those processes run concurrently.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ruamel.yaml import YAML
+
+from compiler import tools
+from compiler.validate import kubeconform, pint, promtool, schemas
+from compiler.validate.report import FileResult, Finding, Report, VersionResult
+from compiler.validate.schemas import SchemasMissing, default_schema_dir
+
+__all__ = [
+    "DEFAULT_KUBE_VERSIONS",
+    "FileResult",
+    "Finding",
+    "Report",
+    "SchemasMissing",
+    "VersionResult",
+    "default_schema_dir",
+    "discover",
+    "spec_prefixes",
+    "validate_tree",
+]
+
+DEFAULT_KUBE_VERSIONS: tuple[str, ...] = schemas.default_kube_versions()
+
+_T = TypeVar("_T")
+
+
+def _is_yaml(path: Path) -> bool:
+    return path.suffix in (".yaml", ".yml")
+
+
+def discover(root: Path) -> tuple[list[str], list[str]]:
+    """(manifest files, promtool test files), as sorted paths relative to ``root``.
+
+    Manifests: every YAML file except ``kustomization.yaml`` and anything under a
+    ``tests/`` directory or a hidden directory. Tests: ``tests/**/*.test.yaml``.
+    """
+    manifests: list[str] = []
+    tests: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel_dir = Path(dirpath).relative_to(root)
+        in_tests = "tests" in rel_dir.parts
+        for fname in sorted(filenames):
+            path = rel_dir / fname
+            if not _is_yaml(path):
+                continue
+            if in_tests:
+                if fname.endswith((".test.yaml", ".test.yml")):
+                    tests.append(path.as_posix())
+            elif path.stem != "kustomization":
+                manifests.append(path.as_posix())
+    return manifests, tests
+
+
+def spec_prefixes(paths: Sequence[str]) -> set[str]:
+    """The unit each changed path belongs to: ``<ns>/<name>`` for files of one spec (its
+    manifests, rules and tests go together), else the top directory or the file itself."""
+    prefixes: set[str] = set()
+    for raw in paths:
+        parts = Path(raw).parts
+        depth = 2 if len(parts) >= 3 else 1
+        prefixes.add(Path(*parts[:depth]).as_posix())
+    return prefixes
+
+
+def _under(rel: str, prefixes: set[str]) -> bool:
+    return any(rel == p or rel.startswith(p + "/") for p in prefixes)
+
+
+def _rule_sources(
+    root: Path, manifests: Sequence[str], display: Callable[[str], str]
+) -> list[promtool.RuleSource]:
+    yaml = YAML(typ="safe")
+    sources: list[promtool.RuleSource] = []
+    for rel in manifests:
+        text = (root / rel).read_text()
+        if "PrometheusRule" not in text:  # cheap filter: parse only files that may hold one
+            continue
+        try:
+            docs: list[Any] = list(yaml.load_all(text))
+        except Exception:  # a YAML error is kubeconform's to report, with its location
+            continue
+        rule_docs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "PrometheusRule"]
+        for i, doc in enumerate(rule_docs):
+            spec = doc.get("spec") or {}
+            groups = spec.get("groups") if isinstance(spec, dict) else None
+            if not isinstance(groups, list):
+                continue  # kubeconform reports the missing/mistyped field
+            name = str((doc.get("metadata") or {}).get("name", ""))
+            suffix = f".{i}" if len(rule_docs) > 1 else ""
+            plain = f"{Path(rel).with_suffix('').as_posix()}{suffix}.rules.yaml"
+            sources.append(promtool.RuleSource(display(rel), name, groups, plain, rel))
+    return sources
+
+
+def _stale_test_rules(
+    root: Path, sources: Sequence[promtool.RuleSource], display: Callable[[str], str]
+) -> list[Finding]:
+    """The unit tests load ``tests/<rule-name>.rules.yaml``, a copy of the PrometheusRule's
+    groups. If the copy differs, the tests prove nothing about what is deployed."""
+    yaml = YAML(typ="safe")
+    findings: list[Finding] = []
+    for src in sources:
+        copy_rel = (Path(src.rel_file).parent / "tests" / f"{src.name}.rules.yaml").as_posix()
+        copy = root / copy_rel
+        if not copy.is_file():
+            continue
+        try:
+            data = yaml.load(copy.read_text()) or {}
+        except Exception as exc:  # promtool test rules reports the YAML error in full
+            data = {"error": str(exc)}
+        if not isinstance(data, dict) or data.get("groups") != src.groups:
+            findings.append(
+                Finding(
+                    display(copy_rel),
+                    "PrometheusRule",
+                    src.name,
+                    "/groups",
+                    f"differs from spec.groups of {src.display_file}; the unit tests would "
+                    "test a stale copy of the rules (recompile)",
+                    "standbyc",
+                )
+            )
+    return findings
+
+
+def _merge_versions(findings: Sequence[Finding]) -> list[Finding]:
+    """One finding per problem, listing the Kubernetes versions that reported it."""
+    merged: dict[tuple[str, str, str, str, str], list[str]] = {}
+    order: list[Finding] = []
+    for f in findings:
+        key = (f.file, f.kind, f.name, f.pointer, f.message)
+        if key not in merged:
+            merged[key] = []
+            order.append(f)
+        merged[key].extend(f.kube_versions)
+    out: list[Finding] = []
+    for f in order:
+        versions = merged[(f.file, f.kind, f.name, f.pointer, f.message)]
+        ordered = tuple(sorted(set(versions), key=lambda v: tuple(int(p) for p in v.split("."))))
+        out.append(
+            Finding(f.file, f.kind, f.name, f.pointer, f.message, f.tool, f.severity, ordered)
+        )
+    return out
+
+
+def validate_tree(
+    root: Path,
+    *,
+    kube_versions: Sequence[str] | None = None,
+    schema_dir: Path | None = None,
+    display_root: str | None = None,
+    only: Sequence[str] | None = None,
+) -> Report:
+    """Validate every manifest, PrometheusRule and promtool unit test under ``root``.
+
+    ``only`` limits the run to the spec directories holding these paths (relative to
+    ``root``; see ``spec_prefixes``), so a pre-commit run over one changed spec stays fast.
+
+    Raises ``ToolMissing`` when kubeconform or promtool is absent (pint is optional) and
+    ``SchemasMissing`` when the offline schemas are absent and cannot be built offline.
+    Findings do not raise: check ``Report.ok``.
+    """
+    started = time.perf_counter()
+    cpu_started, children_started = time.process_time(), _children_cpu()
+    root = Path(root)
+    versions = tuple(schemas.normalize_version(v) for v in (kube_versions or DEFAULT_KUBE_VERSIONS))
+    shown_root = str(root) if display_root is None else display_root.rstrip("/")
+
+    def display(rel: str) -> str:
+        return f"{shown_root}/{rel}" if shown_root else rel
+
+    # Fail fast, before any work, on what the user must install.
+    tools.require("kubeconform")
+    tools.require("promtool")
+    have_pint = tools.find("pint") is not None
+    sd = schemas.ensure(schema_dir or default_schema_dir(), versions)
+
+    manifests, tests = discover(root)
+    if only is not None:
+        prefixes = spec_prefixes(only)
+        manifests = [m for m in manifests if _under(m, prefixes)]
+        tests = [t for t in tests if _under(t, prefixes)]
+    workers = max(1, (os.cpu_count() or 1) // max(1, len(versions)))
+    waited = 0.0  # time this thread spent blocked on tool processes
+
+    def wait(future: Future[_T]) -> _T:
+        nonlocal waited
+        t0 = time.perf_counter()
+        try:
+            return future.result()
+        finally:
+            waited += time.perf_counter() - t0
+
+    with (
+        tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp_name,
+        ThreadPoolExecutor(max_workers=len(versions) + 3) as pool,
+    ):
+        tmp = Path(tmp_name)
+        # kubeconform and the unit tests need nothing from us: start them first, and read
+        # the PrometheusRules while they run.
+        kube_runs = [
+            pool.submit(
+                kubeconform.run,
+                sd,
+                v,
+                manifests,
+                cwd=root,
+                display_root=shown_root,
+                workers=workers,
+            )
+            for v in (versions if manifests else ())
+        ]
+        tested = pool.submit(promtool.test_rules, tests, cwd=root, display=display)
+        sources = _rule_sources(root, manifests, display)
+        checked = pool.submit(_check_then_lint, sources, tmp, have_pint)
+        kube_results = [wait(f) for f in kube_runs]
+        check_outcome, pint_outcome = wait(checked)
+        test_outcome = wait(tested)
+
+    kube_findings = _merge_versions([f for r in kube_results for f in r.findings])
+    findings = [*kube_findings, *check_outcome.findings]
+    if pint_outcome is not None:
+        findings += pint_outcome.findings
+    findings += test_outcome.findings
+    findings += _stale_test_rules(root, sources, display)
+    tool_seconds = {
+        "kubeconform": sum(r.seconds for r in kube_results),
+        "promtool": check_outcome.seconds + test_outcome.seconds,
+        "pint": pint_outcome.seconds if pint_outcome else 0.0,
+    }
+    return Report(
+        root=shown_root or ".",
+        kube_versions=versions,
+        resource_files=len(manifests),
+        findings=tuple(findings),
+        versions=tuple(r.version for r in kube_results),
+        rule_checks=check_outcome.results,
+        rule_tests=test_outcome.results,
+        pint=_pint_status(have_pint, sources),
+        tool_seconds=tool_seconds,
+        tools_wall_seconds=waited,
+        own_cpu_seconds=time.process_time() - cpu_started,
+        tools_cpu_seconds=_children_cpu() - children_started,
+        wall_seconds=time.perf_counter() - started,
+    )
+
+
+def _children_cpu() -> float:
+    """CPU seconds used by finished child processes (the tools) of this process."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _check_then_lint(
+    sources: Sequence[promtool.RuleSource], tmp: Path, have_pint: bool
+) -> tuple[promtool.Outcome, promtool.Outcome | None]:
+    # pint reads the plain rules files that check_rules writes, so it runs after it.
+    checked = promtool.check_rules(sources, tmp)
+    linted = pint.lint(sources, tmp) if have_pint and sources else None
+    return checked, linted
+
+
+def _pint_status(have_pint: bool, sources: Sequence[promtool.RuleSource]) -> str:
+    if not have_pint:
+        return f"not installed, skipped (install: {tools.INSTALL_HINTS['pint']})"
+    return f"ran offline on {len(sources)} PrometheusRules" if sources else "no PrometheusRules"

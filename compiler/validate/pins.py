@@ -1,0 +1,70 @@
+"""The one pin file (``compiler/data/pins.json``): tool versions, schema sources, checksums."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolPin:
+    name: str
+    module: str
+    package: str
+    version: str
+    sum: str
+    release: str | None = None
+    fallback_apt: str | None = None
+
+
+@dataclass(frozen=True)
+class CrdSource:
+    kinds: tuple[str, ...]
+    module: str | None = None  # a Go module fetched with `go mod download`
+    version: str | None = None
+    sum: str | None = None
+    file: str | None = None
+    sha256: str | None = None
+    package_data: str | None = None  # or a file shipped in compiler/data
+
+    @property
+    def label(self) -> str:
+        if self.module:
+            return f"{self.module}@{self.version}:{self.file}"
+        return f"standbyc:compiler/data/{self.package_data}"
+
+
+@dataclass(frozen=True)
+class Pins:
+    tools: dict[str, ToolPin]
+    kubernetes_validate_version: str
+    kube_available: tuple[str, ...]
+    kube_default_matrix: tuple[str, ...]
+    crds: tuple[CrdSource, ...]
+    digest: str  # sha256 of the pin file; a schema cache built from other pins is stale
+
+
+def _raw() -> bytes:
+    return resources.files("compiler").joinpath("data/pins.json").read_bytes()
+
+
+def load() -> Pins:
+    raw = _raw()
+    data: dict[str, Any] = json.loads(raw)
+    tools = {name: ToolPin(name=name, **spec) for name, spec in data["tools"].items()}
+    kube = data["kubernetes"]
+    crds = tuple(
+        CrdSource(kinds=tuple(entry.pop("kinds")), **entry)
+        for entry in (dict(e) for e in data["crds"])
+    )
+    return Pins(
+        tools=tools,
+        kubernetes_validate_version=kube["version"],
+        kube_available=tuple(kube["available"]),
+        kube_default_matrix=tuple(kube["default_matrix"]),
+        crds=crds,
+        digest=hashlib.sha256(raw).hexdigest(),
+    )

@@ -1,0 +1,120 @@
+"""The pre-commit hooks, for real: ``pre-commit try-repo`` against a temporary git repo.
+
+pre-commit pip-installs standbyc from a snapshot of this working tree (so the test needs
+PyPI for standbyc's dependencies, as any consumer does) and runs the hook in a consumer
+repository holding an ``out/`` tree. The validators come from ``make tools``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compiler.validate import DEFAULT_KUBE_VERSIONS
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
+    return proc.stdout
+
+
+def _snapshot_hook_repo(dest: Path) -> Path:
+    """This working tree (tracked and untracked, not ignored files) as a one-commit repo."""
+    listed = _git(REPO, "ls-files", "--cached", "--others", "--exclude-standard", "-z")
+    for rel in filter(None, listed.split("\0")):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    # The build backend needs these; they may not exist yet while the compiler is being
+    # written in another branch.
+    if not (dest / "README.md").exists():
+        (dest / "README.md").write_text("standbyc\n")
+    (dest / "templates").mkdir(exist_ok=True)
+    if not any((dest / "templates").iterdir()):
+        (dest / "templates" / ".keep").write_text("")
+    _git(dest, "init", "-q", "-b", "main")
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-qm", "snapshot")
+    return dest
+
+
+def _consumer(dest: Path, tree: Path) -> Path:
+    shutil.copytree(tree, dest / "out")
+    _git(dest, "init", "-q", "-b", "main")
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-qm", "out")
+    return dest
+
+
+def _try_repo(
+    hook_repo: Path, consumer: Path, hook: str, schema_dir: Path
+) -> subprocess.CompletedProcess[str]:
+    pre_commit = Path(sys.executable).with_name("pre-commit")
+    if not pre_commit.exists():
+        pytest.fail("pre-commit is not installed in this venv: pip install -e '.[dev]'")
+    env = {
+        **os.environ,
+        # The hook's venv is not this checkout: point it at the tools and schemas of `make tools`.
+        "STANDBYC_TOOLS_DIR": str(REPO / ".tools" / "bin"),
+        "STANDBYC_SCHEMA_DIR": str(schema_dir),
+    }
+    return subprocess.run(
+        [str(pre_commit), "try-repo", str(hook_repo), hook, "--all-files", "--verbose"],
+        cwd=consumer,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _snapshot_hook_repo(tmp_path_factory.mktemp("hookrepo"))
+
+
+def test_validate_hook_passes_on_a_valid_tree(
+    hook_repo: Path, tmp_path: Path, validators: Path
+) -> None:
+    proc = _try_repo(
+        hook_repo, _consumer(tmp_path, FIXTURES / "good"), "standbyc-validate", validators
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "standbyc validate" in proc.stdout and "Passed" in proc.stdout
+    assert f"kubernetes {DEFAULT_KUBE_VERSIONS[-1]}" in proc.stdout
+
+
+def test_validate_hook_fails_on_a_broken_tree(
+    hook_repo: Path, tmp_path: Path, validators: Path
+) -> None:
+    proc = _try_repo(
+        hook_repo,
+        _consumer(tmp_path, FIXTURES / "broken" / "wrong-type"),
+        "standbyc-validate",
+        validators,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Failed" in proc.stdout
+    assert (
+        "out/inference-system/seed/deployment-llm-hot.yaml: Deployment/llm-hot: /spec/replicas: "
+        "got string, want null or integer"
+    ) in proc.stdout

@@ -1,0 +1,106 @@
+"""promtool check rules / test rules and pint, on PrometheusRules shaped like standbyc's."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from compiler.validate import validate_tree
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SEED = "out/inference-system/seed"
+
+
+def test_broken_promql_fails_check_rules_with_location(validators: Path) -> None:
+    report = validate_tree(
+        FIXTURES / "broken" / "bad-promql", schema_dir=validators, display_root="out"
+    )
+    assert not report.ok
+    assert [(r.file, r.ok) for r in report.rule_checks] == [
+        (f"{SEED}/prometheusrule-seed-egress.yaml", False)
+    ]
+    check = [f for f in report.errors if f.tool == "promtool-check"]
+    assert [f.location() for f in check] == [
+        f"{SEED}/prometheusrule-seed-egress.yaml: PrometheusRule/seed-egress: "
+        "/spec/groups/0/rules/1/expr"
+    ]
+    assert check[0].message == (
+        'rule "StandbyEgressHotOverLimit": could not parse expression: 1:24: parse error: '
+        'unexpected "(" in grouping opts, expected "," or ")"'
+    )
+    # The CR itself is schema-valid; only promtool can see the PromQL error.
+    assert all(v.ok for v in report.versions)
+
+
+def test_pint_reports_the_same_broken_rule(validators: Path, need: Callable[..., None]) -> None:
+    need("pint")
+    report = validate_tree(
+        FIXTURES / "broken" / "bad-promql", schema_dir=validators, display_root="out"
+    )
+    linted = [f for f in report.errors if f.tool == "pint"]
+    assert [(f.pointer, f.message) for f in linted] == [
+        ("/spec/groups/0/rules/1", "PromQL syntax error (promql/syntax)")
+    ]
+
+
+def test_threshold_off_by_8_fails_the_unit_test(validators: Path) -> None:
+    """The alert compares a bytes/s rate with a bit/s limit; the test built for the right
+    threshold (fires just above 1.25e9 B/s) must catch it."""
+    report = validate_tree(
+        FIXTURES / "broken" / "off-by-8", schema_dir=validators, display_root="out"
+    )
+    assert not report.ok
+    assert all(v.ok for v in report.versions)
+    assert all(r.ok for r in report.rule_checks)  # valid PromQL, wrong number
+    assert [(t.file, t.ok) for t in report.rule_tests] == [
+        (f"{SEED}/tests/StandbyEgressHotOverLimit.test.yaml", False)
+    ]
+    (failure,) = [f for f in report.errors if f.tool == "promtool-test"]
+    assert failure.location() == (
+        f"{SEED}/tests/StandbyEgressHotOverLimit.test.yaml: "
+        "RuleTest/StandbyEgressHotOverLimit: /tests/0/alert_rule_test/1"
+    )
+    assert failure.message.splitlines()[0] == "alertname: StandbyEgressHotOverLimit, time: 7m,"
+    assert "got:[]" in failure.message
+
+
+def test_correct_threshold_passes_the_same_unit_test(validators: Path) -> None:
+    report = validate_tree(FIXTURES / "good", schema_dir=validators, display_root="out")
+    assert [t.ok for t in report.rule_tests] == [True]
+
+
+def test_unit_test_catches_a_shortened_for(validators: Path, tmp_path: Path) -> None:
+    """'Fire after exactly its for': the test asserts silence at 6m, so for: 1m fails."""
+    tree = tmp_path / "out"
+    shutil.copytree(FIXTURES / "good", tree)
+    seed = tree / "inference-system/seed"
+    for rules in (seed / "tests/seed-egress.rules.yaml", seed / "prometheusrule-seed-egress.yaml"):
+        rules.write_text(rules.read_text().replace("for: 2m", "for: 1m"))
+    report = validate_tree(tree, schema_dir=validators, display_root="out")
+    (failure,) = report.errors
+    assert failure.pointer == "/tests/0/alert_rule_test/0"
+    assert failure.message.startswith("alertname: StandbyEgressHotOverLimit, time: 6m,")
+
+
+def test_many_prometheusrules_one_promtool_call(validators: Path, tmp_path: Path) -> None:
+    tree = tmp_path / "out"
+    for i in range(5):
+        shutil.copytree(FIXTURES / "good" / "inference-system", tree / f"ns{i}")
+    report = validate_tree(tree, schema_dir=validators, display_root="out")
+    assert report.ok, report.summary_text()
+    assert len(report.rule_checks) == 5 and len(report.rule_tests) == 5
+
+
+def test_stale_rules_copy_under_tests_is_an_error(validators: Path, tmp_path: Path) -> None:
+    """The unit tests load tests/<name>.rules.yaml; it must equal the PrometheusRule's groups."""
+    tree = tmp_path / "out"
+    shutil.copytree(FIXTURES / "good", tree)
+    cr = tree / "inference-system/seed/prometheusrule-seed-egress.yaml"
+    cr.write_text(cr.read_text().replace(") * 8 > 10000000000", ") > 10000000000"))
+    report = validate_tree(tree, schema_dir=validators, display_root="out")
+    assert [f.render() for f in report.errors] == [
+        f"{SEED}/tests/seed-egress.rules.yaml: PrometheusRule/seed-egress: /groups: differs from "
+        f"spec.groups of {SEED}/prometheusrule-seed-egress.yaml; the unit tests would test a "
+        "stale copy of the rules (recompile)"
+    ]
