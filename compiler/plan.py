@@ -70,7 +70,7 @@ class Plan:
                 "seconds": round(self.delta_seconds, 3),
             },
             "healthChecks": {
-                "formula": f"{hc.probers} probers x {targets} targets / "
+                "formula": f"{_plural(hc.probers, 'prober')} x {_plural(targets, 'target')} / "
                 f"{units.prom_duration(hc.interval)}",
                 "probesPerSecond": float(self.health_probes_per_second),
                 "bytesPerSecond": float(self.health_bytes_per_second),
@@ -90,6 +90,10 @@ class Plan:
                 for t in self.tiers
             },
         }
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:

@@ -65,4 +65,4 @@ def test_compile_text_summary(workdir: Path) -> None:
     result = run_cli("compile", "--no-validate")
     assert result.code == 0
     assert "inference-system/inference-engine  <- specs/inference-engine.yaml" in result.out
-    assert "health checks: 1 probers x 6 targets / 10s = 0.6 probes/s" in result.out
+    assert "health checks: 1 prober x 6 targets / 10s = 0.6 probes/s" in result.out

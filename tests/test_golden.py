@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from compiler.render.base import packaged_templates
+from compiler.validate import validate_tree
 from tests.conftest import CASES, run_cli, tree
 
 SCENARIOS = sorted(p.name for p in CASES.iterdir() if (p / "spec.yaml").is_file())
@@ -54,3 +56,47 @@ def test_compile_is_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     _compile(case, tmp_path / "a", monkeypatch)
     _compile(case, tmp_path / "b", monkeypatch)
     assert tree(tmp_path / "a") == tree(tmp_path / "b")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_golden_tree_passes_the_validation_gate(scenario: str) -> None:
+    report = validate_tree(CASES / scenario / "expected", display_root="expected")
+    assert report.ok, report.summary_text()
+    assert report.rule_tests and all(t.ok for t in report.rule_tests)
+    assert not [f for f in report.findings if f.severity == "warning"], report.summary_text()
+
+
+def test_bits_bytes_slip_in_a_threshold_fails_the_generated_tests(tmp_path: Path) -> None:
+    """Drop the x 8 (compare bytes/s with bit/s): the generated promtool tests must catch it."""
+    tree = tmp_path / "out"
+    shutil.copytree(CASES / "seed" / "expected", tree)
+    rule_dir = tree / "inference-system" / "inference-engine"
+    for path in [*rule_dir.glob("prometheusrule-*.yaml"), *rule_dir.glob("tests/*.rules.yaml")]:
+        text = path.read_text()
+        assert ") * 8 > 10000000000" in text
+        path.write_text(text.replace(") * 8 > 10000000000", ") > 10000000000"))
+    report = validate_tree(tree, display_root="out")
+    assert not report.ok
+    failed = sorted(t.file for t in report.rule_tests if not t.ok)
+    assert failed == [
+        "out/inference-system/inference-engine/tests/inference-bandwidth-high.test.yaml"
+    ]
+
+
+def test_compile_that_fails_validation_leaves_out_unchanged(workdir: Path, tmp_path: Path) -> None:
+    assert run_cli("compile").code == 0
+    before = tree(workdir / "out")
+    overrides = tmp_path / "templates"
+    overrides.mkdir()
+    sa = (packaged_templates() / "serviceaccount.yaml.j2").read_text()
+    (overrides / "serviceaccount.yaml.j2").write_text(
+        sa.replace("automountServiceAccountToken: false", "automountServiceAccountToken: nope")
+    )
+    result = run_cli("compile", "--templates", str(overrides))
+    assert result.code == 1
+    assert (
+        "out/inference-system/inference-engine/serviceaccount-inference-engine-weight-sync.yaml: "
+        "ServiceAccount/inference-engine-weight-sync: /automountServiceAccountToken: "
+    ) in result.err
+    assert "out/ was left unchanged" in result.err
+    assert tree(workdir / "out") == before

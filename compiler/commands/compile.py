@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from compiler import outdir, units
 from compiler.commands._common import add_compile_options, desired_tree, emit_json
+from compiler.errors import ValidationFailed
 from compiler.pipeline import CompiledSpec
+from compiler.validate import Report, validate_tree
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,6 +22,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--no-validate",
         action="store_true",
         help="skip kubeconform and promtool (out/ is still written atomically)",
+    )
+    parser.add_argument(
+        "--kube-version",
+        action="append",
+        metavar="V",
+        help="Kubernetes version to validate against (repeatable; default: the specs' "
+        "validation.kubernetesVersions, else the matrix)",
     )
     parser.set_defaults(func=run)
 
@@ -68,9 +79,31 @@ def _print_text(
             )
 
 
+def _kube_versions(args: argparse.Namespace, compiled: list[CompiledSpec]) -> list[str] | None:
+    if args.kube_version:
+        return list(args.kube_version)
+    asked = {v for c in compiled for v in (c.plan.spec.spec.validation.kubernetes_versions or ())}
+    return sorted(asked) or None
+
+
 def run(args: argparse.Namespace) -> int:
     compiled, current, desired = desired_tree(args)
-    changed = outdir.replace(args.out, desired)
+    reports: list[Report] = []
+
+    def gate(staged: Path) -> None:
+        # Validate the staged tree, so a rejected tree never reaches out/.
+        report = validate_tree(
+            staged,
+            kube_versions=_kube_versions(args, compiled),
+            display_root=args.out.as_posix(),
+        )
+        reports.append(report)
+        if not report.ok:
+            raise ValidationFailed(
+                f"validation failed; {args.out}/ was left unchanged\n{report.summary_text()}"
+            )
+
+    changed = outdir.replace(args.out, desired, validate=None if args.no_validate else gate)
     before = current.owned
     counts = {
         "added": sum(1 for p in desired if p not in before),
@@ -78,8 +111,18 @@ def run(args: argparse.Namespace) -> int:
         "removed": sum(1 for p in before if p not in desired),
     }
     specs = [_spec_summary(c) for c in compiled]
+    validation = reports[0] if reports else None
     if args.format == "json":
-        emit_json({"out": str(args.out), "changed": changed, "files": counts, "specs": specs})
+        emit_json(
+            {
+                "out": str(args.out),
+                "changed": changed,
+                "files": counts,
+                "specs": specs,
+                "validation": json.loads(validation.to_json()) if validation else None,
+            }
+        )
     else:
         _print_text(args.out.name, changed, counts, specs)
+        print(validation.summary_text() if validation else "validation skipped (--no-validate)")
     return 0

@@ -191,7 +191,7 @@ class _Builder:
                 f"# bytes/s x 8 = bit/s, summed over tiers {', '.join(tiers)}; "
                 f"threshold {bits} (spec.alerts.failoverSpike)\n"
                 f"sum by (namespace) (\n{_indent(self.egress_bytes(cfg.window))}\n"
-                f"  * on (namespace, pod) group_left ({self.tier_key})\n"
+                "  * on (namespace, pod)\n"
                 f"{_indent(self.pod_tiers(tiers))}\n"
                 f") * 8 > {units.float_literal(threshold)}\n"
             ),
@@ -284,7 +284,7 @@ class _Builder:
                 "(\n"
                 "  sum(\n"
                 f"    max by (namespace, pod) (kube_pod_status_ready{ready})\n"
-                "    * on (namespace, pod) group_left ()\n"
+                "    * on (namespace, pod)\n"
                 f"{_indent(self.pod_tiers(['hot']), 4)}\n"
                 "  )\n"
                 "  or vector(0)\n"

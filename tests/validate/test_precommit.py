@@ -43,13 +43,6 @@ def _snapshot_hook_repo(dest: Path) -> Path:
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    # The build backend needs these; they may not exist yet while the compiler is being
-    # written in another branch.
-    if not (dest / "README.md").exists():
-        (dest / "README.md").write_text("standbyc\n")
-    (dest / "templates").mkdir(exist_ok=True)
-    if not any((dest / "templates").iterdir()):
-        (dest / "templates" / ".keep").write_text("")
     _git(dest, "init", "-q", "-b", "main")
     _git(dest, "add", "-A")
     _git(dest, "commit", "-qm", "snapshot")
@@ -118,3 +111,35 @@ def test_validate_hook_fails_on_a_broken_tree(
         "out/inference-system/seed/deployment-llm-hot.yaml: Deployment/llm-hot: /spec/replicas: "
         "got string, want null or integer"
     ) in proc.stdout
+
+
+def test_check_hook_passes_when_fresh_and_fails_when_stale(
+    hook_repo: Path, tmp_path: Path, validators: Path
+) -> None:
+    consumer = tmp_path / "consumer"
+    consumer.mkdir()
+    shutil.copytree(REPO / "specs", consumer / "specs")
+    compiled = subprocess.run(
+        [sys.executable, "-m", "compiler", "compile", "--no-validate"],
+        cwd=consumer,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    _git(consumer, "init", "-q", "-b", "main")
+    _git(consumer, "add", "-A")
+    _git(consumer, "commit", "-qm", "specs and out")
+    fresh = _try_repo(hook_repo, consumer, "standbyc-check", validators)
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    assert "Passed" in fresh.stdout
+
+    spec = consumer / "specs" / "inference-engine.yaml"
+    spec.write_text(spec.read_text().replace("egress: 25Gbit/s", "egress: 20Gbit/s"))
+    _git(consumer, "add", "-A")
+    stale = _try_repo(hook_repo, consumer, "standbyc-check", validators)
+    assert stale.returncode == 1, stale.stdout + stale.stderr
+    assert "Failed" in stale.stdout
+    assert "+      bandwidth: 20G" in stale.stdout
+    assert "out/ is stale" in stale.stdout

@@ -1,0 +1,137 @@
+"""Time `standbyc compile` + validation: standbyc's own work versus kubeconform and promtool.
+
+    python bench/compile_bench.py            # example specs, 200 generated specs, 1 changed
+    python bench/compile_bench.py --runs 5
+
+Each scenario runs ``--runs`` times after one warm-up run; the table shows medians, in
+seconds. "compile" is load + validate + plan + render + write of the specs (all standbyc);
+"gate own" is standbyc's own time inside the validation gate; kubeconform/promtool/pint
+are the summed wall times of those tools' processes (they run concurrently). The last
+scenario is what pre-commit does after one spec changed among 200: compile all (check),
+then validate only the changed spec's directory. Results also go to bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from compiler import outdir, pipeline  # noqa: E402
+from compiler.render.base import Renderer  # noqa: E402
+from compiler.validate import Report, validate_tree  # noqa: E402
+
+SEED = (ROOT / "specs" / "inference-engine.yaml").read_text()
+
+
+def generate(dest: Path, count: int) -> list[Path]:
+    """``count`` specs: the seed scenario under distinct names, namespaces and numbers."""
+    dest.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        text = (
+            SEED.replace("name: inference-engine", f"name: engine-{i:03d}")
+            .replace("namespace: inference-system", f"namespace: team-{i % 20:02d}")
+            .replace("generation: 42", f"generation: {i + 1}")
+            .replace("replicas: 3", f"replicas: {2 + i % 2}")
+        )
+        path = dest / f"engine-{i:03d}.yaml"
+        path.write_text(text)
+        paths.append(path)
+    return paths
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def one_run(specs: list[Path], out: Path, only: list[str] | None) -> dict[str, float]:
+    renderer = Renderer()
+    result: dict[str, object] = {}
+
+    def compile_tree() -> None:
+        current = outdir.read(out)
+        result["tree"] = pipeline.build_tree(specs, renderer, current.owned)[1]
+
+    compile_s = timed(compile_tree)
+    tree: dict[str, str] = result["tree"]  # type: ignore[assignment]
+    reports: list[Report] = []
+
+    def gate(staged: Path) -> None:
+        report = validate_tree(staged, display_root="out", only=only)
+        if not report.ok:
+            raise SystemExit(report.summary_text())
+        reports.append(report)
+
+    write_s = timed(lambda: outdir.replace(out, tree, validate=gate))
+    report = reports[0]
+    return {
+        "files": float(report.resource_files),
+        "compile_s": compile_s,
+        "write_s": write_s - report.wall_seconds,
+        "gate_own_s": report.own_seconds,
+        "kubeconform_s": report.tool_seconds.get("kubeconform", 0.0),
+        "promtool_s": report.tool_seconds.get("promtool", 0.0),
+        "pint_s": report.tool_seconds.get("pint", 0.0),
+        "total_s": compile_s + write_s,
+    }
+
+
+def scenario(
+    specs: list[Path], out: Path, runs: int, only: list[str] | None = None
+) -> dict[str, float]:
+    samples = [one_run(specs, out, only) for _ in range(runs + 1)][1:]
+    return {k: round(statistics.median(s[k] for s in samples), 3) for k in samples[0]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--count", type=int, default=200)
+    args = parser.parse_args()
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        examples = pipeline.discover([ROOT / "specs"])
+        results["example specs"] = scenario(examples, base / "out-examples", args.runs)
+        many = generate(base / "specs", args.count)
+        results[f"{args.count} specs"] = scenario(many, base / "out-many", args.runs)
+        changed = many[7]
+        changed.write_text(changed.read_text().replace("egress: 25Gbit/s", "egress: 20Gbit/s"))
+        only = ["team-07/engine-007/kustomization.yaml"]
+        results[f"1 changed of {args.count} (pre-commit)"] = scenario(
+            many, base / "out-many", args.runs, only
+        )
+        shutil.rmtree(base / "specs")
+    columns = [
+        "files",
+        "compile_s",
+        "write_s",
+        "gate_own_s",
+        "kubeconform_s",
+        "promtool_s",
+        "pint_s",
+        "total_s",
+    ]
+    print(f"{'scenario':34}" + "".join(f"{c:>14}" for c in columns))
+    for name, row in results.items():
+        print(f"{name:34}" + "".join(f"{row[c]:>14g}" for c in columns))
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compile.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
