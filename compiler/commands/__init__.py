@@ -8,6 +8,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from compiler.commands import weights
+
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
-COMMANDS: dict[str, Register] = {}
+COMMANDS: dict[str, Register] = {
+    "weights": weights.register,
+}
