@@ -109,8 +109,8 @@ def _write(
     zc = zstandard.ZstdCompressor(level=3)
     by_name = base.by_name()
     by_hash: dict[bytes, TensorEntry] = {}
-    for entry in by_name.values():
-        by_hash.setdefault(entry.hash, entry)
+    for known in by_name.values():
+        by_hash.setdefault(known.hash, known)
     enc = Encoder(chunk)
     index = None
     if new.index_bytes is not None:
