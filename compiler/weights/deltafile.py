@@ -341,7 +341,8 @@ def _section(v: object, cur: _Cursor, cap: int, where: str) -> Section:
 def _tensor(v: object, cur: _Cursor, chunk: int, where: str) -> TensorDelta:
     t = _obj(v, {"name", "dtype", "shape", "nbytes", "xxh128", "source", "chunks"}, where)
     name = t["name"]
-    if not isinstance(name, str) or t["dtype"] not in DTYPE_WIDTH:
+    if not isinstance(name, str) or not isinstance(t["dtype"], str) \
+            or t["dtype"] not in DTYPE_WIDTH:  # fmt: skip
         raise DeltaError(f"{where}: bad name or dtype")
     where = f"{where} ({name!r})"[:400]
     shape = tuple(_int(d, f"{where}.shape") for d in _list(t["shape"], f"{where}.shape", MAX_RANK))

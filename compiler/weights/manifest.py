@@ -223,7 +223,7 @@ def _parse_manifest(doc: Any, where: str) -> Manifest:
         for j, td in enumerate(fd["tensors"]):
             tw = f"{fw}.tensors[{j}]"
             name, dtype = td["name"], td["dtype"]
-            if not isinstance(name, str) or dtype not in DTYPE_WIDTH:
+            if not isinstance(name, str) or not isinstance(dtype, str) or dtype not in DTYPE_WIDTH:
                 raise WeightsError(f"{tw}: bad name or dtype")
             shape = tuple(_int(d, f"{tw}.shape") for d in td["shape"])
             nbytes = _int(td["nbytes"], f"{tw}.nbytes")
