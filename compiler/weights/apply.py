@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import os
 import shutil
 import time
@@ -212,8 +213,16 @@ def _write_file(
 
 
 def _copy_range(src: SafetensorsFile, offset: int, dst: int, n: int) -> None:
+    """Append ``n`` bytes of ``src`` at ``offset`` to ``dst`` without a Python-level copy."""
     while n > 0:
-        done = os.copy_file_range(src.fileno(), dst, n, offset)
+        try:
+            done = os.copy_file_range(src.fileno(), dst, n, offset)
+        except OSError as exc:
+            # copy_file_range cannot cross filesystems on older kernels (EXDEV);
+            # sendfile can, and still copies inside the kernel.
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            done = os.sendfile(dst, src.fileno(), offset, n)
         if done <= 0:
             raise DeltaError(f"{src.path}: unexpected end of file at offset {offset}")
         n -= done

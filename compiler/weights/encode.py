@@ -50,12 +50,12 @@ def unshuffle(data: U8Array, width: int) -> U8Array:
 
 
 class Encoder:
-    """Encodes chunks; reuses one zstd context and scratch buffer."""
+    """Encodes chunks; reuses one zstd context and scratch buffers."""
 
     def __init__(self, chunk: int, level: int = ZSTD_LEVEL) -> None:
         self._z = zstandard.ZstdCompressor(level=level)
-        # Padded to whole 8-byte words so the nonzero scan runs on uint64.
-        self._xor = np.zeros(chunk + 8, dtype=np.uint8)
+        self._mask = np.empty(chunk, dtype=np.bool_)
+        self._xor = np.empty(chunk, dtype=np.uint8)
 
     def _zc(self, data: U8Array | npt.NDArray[np.generic]) -> bytes:
         return self._z.compress(np.ascontiguousarray(data).view(np.uint8).data)
@@ -69,25 +69,23 @@ class Encoder:
     def delta(self, old: U8Array, new: U8Array, width: int) -> Encoded:
         """Smallest lossless encoding of ``new`` given ``old`` (same length)."""
         n = len(new)
-        buf = self._xor
-        buf[n : n + 8] = 0
-        x = buf[:n]
-        np.bitwise_xor(old, new, out=x)
-        words = buf[: (n + 7) // 8 * 8].view(np.uint64)
-        # Scan 8-byte words first: far fewer elements than a per-element scan.
-        wi = np.flatnonzero(words != 0)
-        if len(wi) == 0:
+        kind = UINT_OF_WIDTH[width]
+        ow, nw = old.view(kind), new.view(kind)
+        elems = len(nw)
+        # A bool mask then nonzero is the fastest element scan numpy offers
+        # (about 0.4 s/GiB); positions come out sorted, ready to gap-encode.
+        mask = self._mask[:elems]
+        np.not_equal(ow, nw, out=mask)
+        idx = np.flatnonzero(mask)
+        nnz = len(idx)
+        if nnz == 0:
             return Encoded(COPY, b"")
-        per = 8 // width
-        lanes = words[wi].view(UINT_OF_WIDTH[width]).reshape(-1, per)
-        li = np.flatnonzero(lanes)
-        nnz = len(li)
-        elems = n // width
         best: Encoded | None = None
         if nnz * (width + 1) < n:
-            idx = wi[li // per] * per + li % per
-            best = self._sparse(idx, lanes.reshape(-1)[li], width)
+            best = self._sparse(idx, np.bitwise_xor(ow[idx], nw[idx]), width)
         if best is None or nnz * 16 > elems:
+            x = self._xor[:n]
+            np.bitwise_xor(old, new, out=x)
             cand = Encoded(XOR, self._zc(shuffle(x, width)))
             if best is None or len(cand.payload) < len(best.payload):
                 best = cand

@@ -74,9 +74,10 @@ def transformer_specs(
 
 def _master(name: str, shape: tuple[int, ...], seed: int) -> npt.NDArray[np.float32]:
     rng = np.random.default_rng([seed, *name.encode()])
+    w = rng.standard_normal(shape, dtype=np.float32)
     if name.endswith("norm.weight"):
-        return (1.0 + 0.01 * rng.standard_normal(shape)).astype(np.float32)
-    return (0.02 * rng.standard_normal(shape)).astype(np.float32)
+        return np.float32(1.0) + np.float32(0.01) * w
+    return np.float32(0.02) * w
 
 
 def adam_like_step(
@@ -84,7 +85,8 @@ def adam_like_step(
 ) -> npt.NDArray[np.float32]:
     """Early Adam steps move each weight by about ``lr`` with a noisy sign."""
     for _ in range(steps):
-        w = w - np.float32(lr) * np.sign(rng.standard_normal(w.shape)).astype(np.float32)
+        sign = rng.integers(0, 2, w.shape, dtype=np.int8) * np.int8(2) - np.int8(1)
+        w = w - np.float32(lr) * sign.astype(np.float32)
     return w
 
 
@@ -121,7 +123,7 @@ def finetune_pair(
         w = _master(name, shape, seed)
         if name in trained:
             rng = np.random.default_rng([seed + 2, *name.encode()])
-            w = w + np.float32(1e-3) * rng.standard_normal(w.shape).astype(np.float32)
+            w = w + np.float32(1e-3) * rng.standard_normal(w.shape, dtype=np.float32)
         return w
 
     write_safetensors(old, specs, before, {"format": "pt"})

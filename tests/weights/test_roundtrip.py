@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -152,3 +153,19 @@ def test_our_writer_is_real_safetensors(pairs: dict[str, Pair]) -> None:
     for name, arr in loaded.items():
         t = ck.by_name[name]
         assert arr.tobytes() == ck.by_name[name].file.view(t.info.begin, t.info.end).tobytes()
+
+
+def test_apply_across_filesystems(pairs: dict[str, Pair], tmp_path: Path) -> None:
+    """Output on another filesystem (tmpfs) than the base: in-kernel copy must fall back."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm on this system")
+    p = pairs["rl_bf16"]
+    delta = tmp_path / "d.delta"
+    out = shm / f"standbyc-test-{os.getpid()}.safetensors"
+    assert run("weights", "diff", p.old, p.new, "-o", delta) == 0
+    try:
+        assert run("weights", "apply", p.old, delta, "-o", out) == 0
+        assert sha256(out) == sha256(p.new)
+    finally:
+        out.unlink(missing_ok=True)
