@@ -257,20 +257,18 @@ class DeltaReader:
         for lo in range(self.payload_start, self.size, WINDOW):
             hi = min(lo + WINDOW, self.size)
             h.update(np.frombuffer(self._mm, np.uint8, hi - lo, lo).data)
-            self._release(lo, hi)
+            self.release(lo, hi)
         if h.digest() != self.payload_hash:
             raise DeltaError(f"{self.path}: payload checksum mismatch (corrupted payload)")
 
     def section(self, offset: int, length: int) -> memoryview:
         return memoryview(self._mm)[offset : offset + length]
 
-    def _release(self, lo: int, hi: int) -> None:
+    def release(self, lo: int, hi: int) -> None:
+        """Drop our mapping of file bytes [lo, hi) (they stay in page cache)."""
         start = lo - lo % mmap.PAGESIZE
-        self._mm.madvise(mmap.MADV_DONTNEED, start, hi - start)
-
-    def release(self, op: ChunkOp) -> None:
-        if op.length:
-            self._release(op.offset, op.offset + op.length)
+        if hi > start:
+            self._mm.madvise(mmap.MADV_DONTNEED, start, hi - start)
 
     def close(self) -> None:
         with contextlib.suppress(BufferError):
