@@ -81,7 +81,7 @@ def run(
     """Run tool ``name`` with ``args``; raise ToolFailed on an exit code not in ``ok_codes``."""
     binary = require(name)
     argv = (str(binary), *args)
-    proc = subprocess.run(
+    proc = subprocess.run(  # noqa: S603 - argv list, never a shell
         argv,
         cwd=cwd,
         env=dict(env) if env is not None else None,

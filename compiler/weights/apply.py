@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from compiler.weights.deltafile import DeltaHeader, DeltaReader, FileTarget, iter_chunks
+from compiler.weights.deltafile import (
+    DeltaHeader,
+    DeltaReader,
+    FileTarget,
+    TensorDelta,
+    iter_chunks,
+)
 from compiler.weights.encode import Decoder
 from compiler.weights.errors import DeltaError, SafetensorsError
 from compiler.weights.manifest import WINDOW, Manifest, Progress, build_manifest
@@ -31,6 +37,7 @@ from compiler.weights.safetensors_io import (
     INDEX_NAME,
     Checkpoint,
     SafetensorsFile,
+    U8Array,
     parse_header,
 )
 
@@ -164,21 +171,8 @@ def _write_file(
     progress: Progress | None,
 ) -> None:
     where = f"{reader.path}: file {ft.name or '(single)'}"
-    prefix = dec.unzstd(reader.section(ft.header.offset, ft.header.length), ft.header.size, where)
     tensors = hdr.tensors[first : first + len(ft.tensors)]
-    n = int.from_bytes(prefix[:8].tobytes(), "little") if len(prefix) >= 8 else -1
-    if n != len(prefix) - 8:
-        raise DeltaError(f"{where}: embedded safetensors header length is inconsistent")
-    data_len = sum(t.nbytes for t in tensors)
-    if ft.size != len(prefix) + data_len:
-        raise DeltaError(f"{where}: declared size {ft.size} != header + tensor bytes")
-    try:
-        infos, _ = parse_header(prefix[8:].tobytes(), data_len, where)
-    except SafetensorsError as exc:
-        raise DeltaError(str(exc)) from None
-    for info, t in zip(infos, tensors, strict=True):
-        if (info.name, info.dtype, info.shape, info.nbytes) != (t.name, t.dtype, t.shape, t.nbytes):
-            raise DeltaError(f"{where}: tensor {t.name!r} disagrees with the embedded header")
+    prefix = _checked_prefix(reader, ft, tensors, dec, where)
     buf = np.empty(hdr.chunk_size, dtype=np.uint8)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
@@ -216,6 +210,31 @@ def _write_file(
         stats.fsync_seconds += time.perf_counter() - t0
     finally:
         os.close(fd)
+
+
+def _checked_prefix(
+    reader: DeltaReader,
+    ft: FileTarget,
+    tensors: tuple[TensorDelta, ...],
+    dec: Decoder,
+    where: str,
+) -> U8Array:
+    """The target file's first 8 + N bytes, checked against the delta's tensor list."""
+    prefix = dec.unzstd(reader.section(ft.header.offset, ft.header.length), ft.header.size, where)
+    n = int.from_bytes(prefix[:8].tobytes(), "little") if len(prefix) >= 8 else -1
+    if n != len(prefix) - 8:
+        raise DeltaError(f"{where}: embedded safetensors header length is inconsistent")
+    data_len = sum(t.nbytes for t in tensors)
+    if ft.size != len(prefix) + data_len:
+        raise DeltaError(f"{where}: declared size {ft.size} != header + tensor bytes")
+    try:
+        infos, _ = parse_header(prefix[8:].tobytes(), data_len, where)
+    except SafetensorsError as exc:
+        raise DeltaError(str(exc)) from None
+    for info, t in zip(infos, tensors, strict=True):
+        if (info.name, info.dtype, info.shape, info.nbytes) != (t.name, t.dtype, t.shape, t.nbytes):
+            raise DeltaError(f"{where}: tensor {t.name!r} disagrees with the embedded header")
+    return prefix
 
 
 def _copy_range(src: SafetensorsFile, offset: int, dst: int, n: int) -> None:
