@@ -115,8 +115,8 @@ def _write_target(
     hdr = reader.header
     dec = Decoder()
     if dest.is_dir() != hdr.sharded and dest.exists():
-        kind = "directory" if hdr.sharded else "file"
-        raise DeltaError(f"{dest}: the delta's target is a sharded {kind}; output must be one too")
+        kind = "a sharded directory" if hdr.sharded else "a single file"
+        raise DeltaError(f"{dest}: the delta's target is {kind}; the output must be one too")
     tmp = dest.with_name(f".{dest.name}.standbyc-tmp-{os.getpid()}")
     _remove(tmp)
     try:

@@ -248,9 +248,13 @@ class Checkpoint:
             names = self._shard_names(path)
             # A lone file's name is not part of the checkpoint (digest and
             # delta ignore it); shard names are, because the index names them.
-            self.files = [
-                SafetensorsFile(path / n, name=n if self.sharded else "") for n in names
-            ]
+            self.files = []
+            try:
+                for n in names:
+                    self.files.append(SafetensorsFile(path / n, name=n if self.sharded else ""))
+            except BaseException:
+                self.close()  # do not leak descriptors of shards opened so far
+                raise
         else:
             self.files = [SafetensorsFile(path, name="")]
         self.by_name: dict[str, Located] = {}

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +25,7 @@ PAIRS = [
     "single_to_sharded",
 ]  # fmt: skip
 TORCH_PAIRS = ["torch_rl_bf16", "torch_finetune_fp32"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*argv: str | Path) -> int:
@@ -169,3 +174,29 @@ def test_apply_across_filesystems(pairs: dict[str, Pair], tmp_path: Path) -> Non
         assert sha256(out) == sha256(p.new)
     finally:
         out.unlink(missing_ok=True)
+
+
+def test_killed_apply_leaves_old_or_new(pairs: dict[str, Pair], tmp_path: Path) -> None:
+    """SIGKILL apply --in-place at several moments: BASE is always the old or the new file."""
+    p = pairs["rl_bf16"]
+    delta = tmp_path / "d.delta"
+    assert run("weights", "diff", p.old, p.new, "-o", delta) == 0
+    old_sha, new_sha = sha256(p.old), sha256(p.new)
+    seen = set()
+    for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0):
+        base = tmp_path / "base.safetensors"
+        shutil.copyfile(p.old, base)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "compiler", "weights", "apply", str(base), str(delta),
+             "--in-place"], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        time.sleep(delay)  # when to kill, not an assertion about speed
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        got = sha256(base)
+        assert got in (old_sha, new_sha)
+        seen.add(got)
+        for leftover in tmp_path.glob(".base.safetensors.standbyc-tmp-*"):
+            leftover.unlink()  # a killed apply may leave its temp file, never a mixed BASE
+    assert new_sha in seen  # the longest delay let at least one apply finish
