@@ -8,15 +8,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from compiler.commands import check, compile, doctor, schema, schemas, validate
+from compiler.commands import check, compile, doctor, schema, schemas, validate, weights
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 COMMANDS: dict[str, Register] = {
     "compile": compile.register,
     "check": check.register,
-    "schema": schema.register,
     "validate": validate.register,
+    "schema": schema.register,
     "schemas": schemas.register,
     "doctor": doctor.register,
+    "weights": weights.register,
 }

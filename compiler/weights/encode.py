@@ -1,0 +1,194 @@
+"""Per-chunk lossless encodings: copy, sparse patch, dense XOR, raw.
+
+All work is on raw unsigned integers of the dtype's width. A chunk's encoding
+is the smallest of the candidates actually produced; heuristics only skip
+candidates that cannot win (sparse beyond 1/(width+1) changed, say).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import zstandard
+
+from compiler.weights.errors import DeltaError
+from compiler.weights.safetensors_io import UINT_OF_WIDTH, U8Array
+
+COPY = "c"  # same bytes as the source chunk
+SPARSE = "s"  # gap-encoded positions + XOR'd values, each zstd'd
+XOR = "x"  # dense XOR with the source, byte-shuffled, zstd'd
+RAW_Z = "rz"  # the new bytes, byte-shuffled, zstd'd
+RAW = "r"  # the new bytes, stored
+OPS = (COPY, SPARSE, XOR, RAW_Z, RAW)
+GAP_WIDTHS = (1, 2, 4, 8)
+
+ZSTD_LEVEL = 1  # level 1 keeps diff above 1 GB/s; higher levels gain ~2% size
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One encoded chunk: op, payload, and op parameters stored in the header."""
+
+    op: str
+    payload: bytes
+    params: tuple[int, ...] = ()
+
+
+def shuffle(data: U8Array, width: int) -> U8Array:
+    """Group byte k of every element together; zstd then sees each plane's statistics."""
+    if width == 1:
+        return data
+    out = np.empty(len(data), dtype=np.uint8)
+    planes, elems = out.reshape(width, -1), data.reshape(-1, width)
+    # One strided copy per plane: ~5x faster than ascontiguousarray(transpose).
+    for k in range(width):
+        planes[k] = elems[:, k]
+    return out
+
+
+def unshuffle(data: U8Array, width: int) -> U8Array:
+    if width == 1:
+        return data
+    out = np.empty(len(data), dtype=np.uint8)
+    elems, planes = out.reshape(-1, width), data.reshape(width, -1)
+    for k in range(width):
+        elems[:, k] = planes[k]
+    return out
+
+
+class Encoder:
+    """Encodes chunks; reuses one zstd context and scratch buffers."""
+
+    def __init__(self, chunk: int, level: int = ZSTD_LEVEL) -> None:
+        self._z = zstandard.ZstdCompressor(level=level)
+        self._mask = np.empty(chunk, dtype=np.bool_)
+        self._xor = np.empty(chunk, dtype=np.uint8)
+
+    def _zc(self, data: U8Array | npt.NDArray[np.generic]) -> bytes:
+        return self._z.compress(np.ascontiguousarray(data).view(np.uint8).data)
+
+    def raw(self, new: U8Array, width: int) -> Encoded:
+        packed = self._zc(shuffle(new, width))
+        if len(packed) < len(new):
+            return Encoded(RAW_Z, packed)
+        return Encoded(RAW, new.tobytes())
+
+    def delta(self, old: U8Array, new: U8Array, width: int) -> Encoded:
+        """Smallest lossless encoding of ``new`` given ``old`` (same length)."""
+        n = len(new)
+        kind = UINT_OF_WIDTH[width]
+        ow, nw = old.view(kind), new.view(kind)
+        elems = len(nw)
+        # A bool mask then nonzero is the fastest element scan numpy offers
+        # (about 0.4 s/GiB); positions come out sorted, ready to gap-encode.
+        mask = self._mask[:elems]
+        np.not_equal(ow, nw, out=mask)
+        idx = np.flatnonzero(mask)
+        nnz = len(idx)
+        if nnz == 0:
+            return Encoded(COPY, b"")
+        best: Encoded | None = None
+        if nnz * (width + 1) < n:
+            best = self._sparse(idx, np.bitwise_xor(ow[idx], nw[idx]), width)
+        if best is None or nnz * 16 > elems:
+            x = self._xor[:n]
+            np.bitwise_xor(old, new, out=x)
+            cand = Encoded(XOR, self._zc(shuffle(x, width)))
+            if best is None or len(cand.payload) < len(best.payload):
+                best = cand
+        if nnz * 2 > elems:
+            cand = self.raw(new, width)
+            if len(cand.payload) < len(best.payload):
+                best = cand
+        return best
+
+    def _sparse(
+        self, idx: npt.NDArray[np.intp], values: npt.NDArray[np.generic], width: int
+    ) -> Encoded:
+        gaps = np.diff(idx, prepend=-1) - 1
+        top = int(gaps.max())
+        gw = next(w for w in GAP_WIDTHS if top < 1 << (8 * w))
+        g = self._zc(shuffle(gaps.astype(UINT_OF_WIDTH[gw]).view(np.uint8), gw))
+        v = self._zc(shuffle(np.ascontiguousarray(values).view(np.uint8), width))
+        return Encoded(SPARSE, g + v, (len(idx), gw, len(g)))
+
+
+class Decoder:
+    """Decodes chunks into caller-owned buffers, trusting no length it reads."""
+
+    def __init__(self) -> None:
+        self._z = zstandard.ZstdDecompressor()
+
+    def unzstd(self, frame: bytes | memoryview, expected: int, where: str) -> U8Array:
+        try:
+            size = zstandard.frame_content_size(frame)
+        except zstandard.ZstdError as exc:
+            raise DeltaError(f"{where}: corrupt zstd frame: {exc}") from None
+        if size != expected:
+            raise DeltaError(
+                f"{where}: zstd frame declares {size} bytes, expected {expected}"
+            )
+        try:
+            out = self._z.decompress(frame, max_output_size=expected)
+        except zstandard.ZstdError as exc:
+            raise DeltaError(f"{where}: corrupt zstd frame: {exc}") from None
+        if len(out) != expected:
+            raise DeltaError(f"{where}: zstd frame holds {len(out)} bytes, expected {expected}")
+        return np.frombuffer(out, dtype=np.uint8)
+
+    def decode(
+        self,
+        op: str,
+        *,
+        payload: memoryview,
+        params: tuple[int, ...],
+        old: U8Array | None,
+        out: U8Array,
+        width: int,
+        where: str,
+    ) -> None:
+        """Write the chunk's new bytes into ``out`` (whose length is the chunk size)."""
+        n = len(out)
+        if op in (COPY, SPARSE, XOR) and (old is None or len(old) != n):
+            raise DeltaError(f"{where}: op {op!r} needs a source chunk of {n} bytes")
+        if op == RAW:
+            if len(payload) != n:
+                raise DeltaError(f"{where}: raw chunk holds {len(payload)} bytes, expected {n}")
+            out[:] = np.frombuffer(payload, dtype=np.uint8)
+        elif op == RAW_Z:
+            out[:] = unshuffle(self.unzstd(payload, n, where), width)
+        elif op == COPY:
+            assert old is not None
+            out[:] = old
+        elif op == XOR:
+            assert old is not None
+            np.bitwise_xor(old, unshuffle(self.unzstd(payload, n, where), width), out=out)
+        elif op == SPARSE:
+            assert old is not None
+            out[:] = old
+            self._patch(payload, params, out, width, where)
+        else:
+            raise DeltaError(f"{where}: unknown op {op!r}")
+
+    def _patch(
+        self, payload: memoryview, params: tuple[int, ...], out: U8Array, width: int, where: str
+    ) -> None:
+        count, gw, glen = params
+        elems = len(out) // width
+        if not 0 < count <= elems or gw not in GAP_WIDTHS or not 0 < glen < len(payload):
+            raise DeltaError(f"{where}: bad sparse parameters {list(params)}")
+        gaps = unshuffle(self.unzstd(payload[:glen], count * gw, where), gw)
+        vals = unshuffle(self.unzstd(payload[glen:], count * width, where), width)
+        g = gaps.view(UINT_OF_WIDTH[gw])
+        # Bound every gap before the cumulative sum so it cannot overflow.
+        if int(g.max()) >= elems:
+            raise DeltaError(f"{where}: sparse position out of range")
+        idx = np.cumsum(g.astype(np.int64) + 1) - 1
+        if int(idx[-1]) >= elems:
+            raise DeltaError(
+                f"{where}: sparse position {int(idx[-1])} out of range for {elems} elements"
+            )
+        target = out.view(UINT_OF_WIDTH[width])
+        target[idx] ^= vals.view(UINT_OF_WIDTH[width])

@@ -1,0 +1,202 @@
+"""diff then apply must rebuild NEW byte for byte, for every pair and mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from compiler.cli import main
+from compiler.weights.safetensors_io import Checkpoint
+from tests.weights.conftest import Pair, sha256
+
+PAIRS = [
+    "rl_bf16", "finetune_fp32", "nothing_changed", "all_changed", "tensor_added",
+    "tensor_removed", "renamed_reshaped_retyped", "sharded", "shard_layout_changed",
+    "single_to_sharded",
+]  # fmt: skip
+TORCH_PAIRS = ["torch_rl_bf16", "torch_finetune_fp32"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*argv: str | Path) -> int:
+    return main([str(a) for a in argv])
+
+
+def roundtrip(p: Pair, tmp: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    delta, out = tmp / "d.delta", tmp / "out"
+    before = sha256(p.old)
+    assert run("weights", "diff", p.old, p.new, "-o", delta, "--format", "json") == 0
+    stats: dict[str, object] = json.loads(capsys.readouterr().out)
+    assert run("weights", "apply", p.old, delta, "-o", out) == 0
+    assert sha256(out) == sha256(p.new)
+    assert sha256(p.old) == before  # base untouched
+    # Sender holding only the standby's manifest: changed chunks are sent raw.
+    man, delta2, out2 = tmp / "m.json", tmp / "d2.delta", tmp / "out2"
+    assert run("weights", "manifest", p.old, "-o", man) == 0
+    assert run("weights", "diff", "--base-manifest", man, p.new, "-o", delta2) == 0
+    assert run("weights", "apply", p.old, delta2, "-o", out2) == 0
+    assert sha256(out2) == sha256(p.new)
+    return stats
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_roundtrip(name: str, pairs: dict[str, Pair], tmp_path: Path,
+                   capsys: pytest.CaptureFixture[str]) -> None:
+    roundtrip(pairs[name], tmp_path, capsys)
+
+
+@pytest.mark.parametrize("name", TORCH_PAIRS)
+def test_roundtrip_torch_trained(name: str, torch_pairs: dict[str, Pair], tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    stats = roundtrip(torch_pairs[name], tmp_path, capsys)
+    if name == "torch_rl_bf16":
+        assert 0.01 <= changed_fraction(torch_pairs[name]) <= 0.03
+        assert float(stats["ratio"]) <= 0.02  # type: ignore[arg-type]
+
+
+def changed_fraction(p: Pair) -> float:
+    a, b = Checkpoint(p.old), Checkpoint(p.new)
+    changed = total = 0
+    for loc in a.tensors():
+        t = loc.info
+        o = loc.file.view(t.begin, t.end).view(np.uint16)
+        nb = b.by_name[t.name]
+        n = nb.file.view(nb.info.begin, nb.info.end).view(np.uint16)
+        changed += int(np.count_nonzero(o != n))
+        total += o.size
+    return changed / total
+
+
+def test_rl_delta_is_small(pairs: dict[str, Pair], tmp_path: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    frac = changed_fraction(pairs["rl_bf16"])
+    assert 0.01 <= frac <= 0.03
+    stats = roundtrip(pairs["rl_bf16"], tmp_path, capsys)
+    assert float(stats["ratio"]) <= 0.02  # type: ignore[arg-type]
+    assert stats["chunks"] == {"s": stats["chunks"]["s"]}  # type: ignore[index]
+
+
+def test_finetune_delta_below_changed_tensors(pairs: dict[str, Pair], tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    p = pairs["finetune_fp32"]
+    stats = roundtrip(p, tmp_path, capsys)
+    new = Checkpoint(p.new)
+    changed = sum(new.by_name[n].info.nbytes
+                  for n in ("layers.1.mlp.up.weight", "layers.1.norm.weight"))
+    assert int(stats["delta_bytes"]) <= changed  # type: ignore[call-overload]
+    assert stats["tensors"] == {"patched": 2, "unchanged": 10}
+
+
+def test_nothing_changed_sends_only_headers(pairs: dict[str, Pair], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    stats = roundtrip(pairs["nothing_changed"], tmp_path, capsys)
+    assert stats["chunks"] == {}
+    assert int(stats["delta_bytes"]) < 4096  # type: ignore[call-overload]
+
+
+def test_rename_reshape_retype_are_copies(pairs: dict[str, Pair], tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    stats = roundtrip(pairs["renamed_reshaped_retyped"], tmp_path, capsys)
+    assert stats["tensors"] == {"unchanged": 9, "copied": 3}
+    assert stats["chunks"] == {}
+
+
+def test_in_place_file_and_directory(pairs: dict[str, Pair], tmp_path: Path) -> None:
+    for name in ("rl_bf16", "sharded"):
+        p = pairs[name]
+        base = tmp_path / name
+        if p.old.is_dir():
+            shutil.copytree(p.old, base)
+        else:
+            shutil.copyfile(p.old, base)
+        delta = tmp_path / f"{name}.delta"
+        assert run("weights", "diff", p.old, p.new, "-o", delta) == 0
+        assert run("weights", "apply", base, delta, "--in-place") == 0
+        assert sha256(base) == sha256(p.new)
+        # Applying again must be refused: the base has moved on.
+        assert run("weights", "apply", base, delta, "--in-place") == 2
+        assert sha256(base) == sha256(p.new)
+        leftovers = [x.name for x in tmp_path.iterdir() if "standbyc-tmp" in x.name]
+        assert leftovers == []
+
+
+def test_verify(pairs: dict[str, Pair], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = pairs["sharded"]
+    man = tmp_path / "m.json"
+    assert run("weights", "manifest", p.new, "-o", man) == 0
+    assert run("weights", "verify", p.new, "--manifest", man) == 0
+    capsys.readouterr()
+    assert run("weights", "verify", p.old, "--manifest", man) == 1
+    err = capsys.readouterr().err
+    assert "chunk(s) differ, first at byte offset 0 of the tensor" in err
+
+
+def test_manifest_stdout_is_json(
+    pairs: dict[str, Pair], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("weights", "manifest", pairs["sharded"].new) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["sharded"] is True
+    assert len(doc["files"]) == 3
+    t = doc["files"][0]["tensors"][0]
+    assert set(t) == {"name", "dtype", "shape", "offset", "nbytes", "xxh128", "chunks"}
+
+
+def test_our_writer_is_real_safetensors(pairs: dict[str, Pair]) -> None:
+    loaded = load_file(str(pairs["finetune_fp32"].new))
+    ck = Checkpoint(pairs["finetune_fp32"].new)
+    for name, arr in loaded.items():
+        t = ck.by_name[name]
+        assert arr.tobytes() == ck.by_name[name].file.view(t.info.begin, t.info.end).tobytes()
+
+
+def test_apply_across_filesystems(pairs: dict[str, Pair], tmp_path: Path) -> None:
+    """Output on another filesystem (tmpfs) than the base: in-kernel copy must fall back."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm on this system")
+    p = pairs["rl_bf16"]
+    delta = tmp_path / "d.delta"
+    out = shm / f"standbyc-test-{os.getpid()}.safetensors"
+    assert run("weights", "diff", p.old, p.new, "-o", delta) == 0
+    try:
+        assert run("weights", "apply", p.old, delta, "-o", out) == 0
+        assert sha256(out) == sha256(p.new)
+    finally:
+        out.unlink(missing_ok=True)
+
+
+def test_killed_apply_leaves_old_or_new(pairs: dict[str, Pair], tmp_path: Path) -> None:
+    """SIGKILL apply --in-place at several moments: BASE is always the old or the new file."""
+    p = pairs["rl_bf16"]
+    delta = tmp_path / "d.delta"
+    assert run("weights", "diff", p.old, p.new, "-o", delta) == 0
+    old_sha, new_sha = sha256(p.old), sha256(p.new)
+    seen = set()
+    for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0):
+        base = tmp_path / "base.safetensors"
+        shutil.copyfile(p.old, base)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "compiler", "weights", "apply", str(base), str(delta),
+             "--in-place"], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        time.sleep(delay)  # when to kill, not an assertion about speed
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        got = sha256(base)
+        assert got in (old_sha, new_sha)
+        seen.add(got)
+        for leftover in tmp_path.glob(".base.safetensors.standbyc-tmp-*"):
+            leftover.unlink()  # a killed apply may leave its temp file, never a mixed BASE
+    assert new_sha in seen  # the longest delay let at least one apply finish
