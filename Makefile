@@ -8,11 +8,20 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: install tools schemas demo test lint bench schema clean
 
+TORCH_STAMP := $(VENV)/.torch-stamp
+
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[dev]'
 	touch $(STAMP)
+
+# torch is optional for users, but the tests train a small model with it and patch live
+# tensors, so `make test` installs it (the PyPI wheel is large: about 5 GB with its CUDA
+# libraries, which stay unused on CPU).
+$(TORCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[dev,torch]'
+	touch $(TORCH_STAMP)
 
 install: $(STAMP)
 
@@ -28,17 +37,19 @@ demo: tools
 	$(BIN)/standbyc compile specs --out out
 
 ## test: install everything, lint, run the test suite
-test: tools lint
-	$(PY) -m pytest
+test: tools lint $(TORCH_STAMP)
+	STANDBYC_REQUIRE_TORCH=1 $(PY) -m pytest
 
 lint: install
 	$(BIN)/ruff check compiler tests bench
 	$(BIN)/ruff format --check compiler tests bench
 	$(BIN)/mypy
 
-## bench: compile + validate timings (see bench/)
+## bench: compile + validation timings, then weight deltas versus the seed scheme and rsync
 bench: tools
+	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
+	$(PY) bench/weights_bench.py
 
 ## schema: regenerate the committed editor schema for StandbySpec
 schema: install

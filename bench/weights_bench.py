@@ -91,8 +91,9 @@ def fast_sparse_pair(old: Path, new: Path, gib: float, frac: float = 0.02) -> No
     write_safetensors(new, specs, after, {"format": "pt"})
 
 
-def measure(name: str, old: Path, new: Path, work: Path, *, rsync: bool,
-            changed_raw: int | None = None) -> dict[str, Any]:
+def measure(
+    name: str, old: Path, new: Path, work: Path, *, rsync: bool, changed_raw: int | None = None
+) -> dict[str, Any]:
     size = new.stat().st_size
     for p in (old, new):
         warm(p)
@@ -163,21 +164,27 @@ def main() -> int:
         if args.rss_gib > 0:
             t0 = time.perf_counter()
             fast_sparse_pair(work / "big_old", work / "big_new", args.rss_gib)
-            print(f"generated {args.rss_gib} GiB pair in {time.perf_counter() - t0:.0f} s",
-                  file=sys.stderr)
+            print(
+                f"generated {args.rss_gib} GiB pair in {time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+            )
             rows.append(measure(f"bf16_{args.rss_gib:g}gib", work / "big_old", work / "big_new",
                                 work, rsync=False))  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\n{'pair':<16}{'model':>10}{'standbyc':>10}{'seed':>9}{'rsync':>9}{'full':>7}"
-          f"{'diff GB/s':>11}{'apply GB/s':>12}{'(tmpfs)':>9}{'diff RSS':>10}{'apply RSS':>11}")
+    print(
+        f"\n{'pair':<16}{'model':>10}{'standbyc':>10}{'seed':>9}{'rsync':>9}{'full':>7}"
+        f"{'diff GB/s':>11}{'apply GB/s':>12}{'(tmpfs)':>9}{'diff RSS':>10}{'apply RSS':>11}"
+    )
     for r in rows:
         s = r["model_bytes"]
-        print(f"{r['pair']:<16}{s / 2**30:>8.2f}Gi{pct(r['standbyc_bytes'], s):>10}"
-              f"{pct(r['seed_bytes'], s):>9}{pct(r['rsync_bytes'], s):>9}{'100%':>7}"
-              f"{r['diff_gb_s']:>11.2f}{r['apply_gb_s']:>12.2f}{r['apply_gb_s_tmpfs']:>9.2f}"
-              f"{r['diff_peak_rss'] / MIB:>8.0f}Mi{r['apply_peak_rss'] / MIB:>9.0f}Mi")
+        print(
+            f"{r['pair']:<16}{s / 2**30:>8.2f}Gi{pct(r['standbyc_bytes'], s):>10}"
+            f"{pct(r['seed_bytes'], s):>9}{pct(r['rsync_bytes'], s):>9}{'100%':>7}"
+            f"{r['diff_gb_s']:>11.2f}{r['apply_gb_s']:>12.2f}{r['apply_gb_s_tmpfs']:>9.2f}"
+            f"{r['diff_peak_rss'] / MIB:>8.0f}Mi{r['apply_peak_rss'] / MIB:>9.0f}Mi"
+        )
     results = ROOT / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
     out = results / f"weights-{time.strftime('%Y%m%dT%H%M%S')}.json"

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,3 +59,13 @@ def tree(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
+
+
+def import_torch() -> Any:
+    """torch, the optional extra. ``make test`` installs it and sets STANDBYC_REQUIRE_TORCH=1,
+    so there a missing torch fails the tests; elsewhere they are skipped."""
+    if os.environ.get("STANDBYC_REQUIRE_TORCH") == "1":
+        import torch  # noqa: PLC0415 - optional dependency
+
+        return torch
+    return pytest.importorskip("torch")

@@ -33,8 +33,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d = wsub.add_parser("diff", help="write a delta from OLD (or its manifest) to NEW")
     d.add_argument("paths", type=Path, nargs="+", metavar="OLD NEW")
     d.add_argument("-o", "--output", type=Path, required=True, metavar="DELTA")
-    d.add_argument("--base-manifest", type=Path, metavar="M.json",
-                   help="diff against the standby's manifest instead of OLD's bytes")
+    d.add_argument(
+        "--base-manifest",
+        type=Path,
+        metavar="M.json",
+        help="diff against the standby's manifest instead of OLD's bytes",
+    )
     d.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK)
     _fmt(d)
     d.set_defaults(func=cmd_diff)
@@ -88,9 +92,18 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         return 0
     args.output.write_text(text)
     n = sum(len(f.tensors) for f in man.files)
-    _emit(args, {"path": str(args.path), "manifest": str(args.output), "digest": man.digest,
-                 "bytes": man.nbytes, "tensors": n, "seconds": round(secs, 4)},
-          f"{args.path}: {n} tensors, {man.nbytes} bytes, digest {man.digest} -> {args.output}")
+    _emit(
+        args,
+        {
+            "path": str(args.path),
+            "manifest": str(args.output),
+            "digest": man.digest,
+            "bytes": man.nbytes,
+            "tensors": n,
+            "seconds": round(secs, 4),
+        },
+        f"{args.path}: {n} tensors, {man.nbytes} bytes, digest {man.digest} -> {args.output}",
+    )
     return 0
 
 
@@ -108,10 +121,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
         stats = diff(new, args.output, old_path=old, base_manifest=base,
                      chunk=args.chunk_size, progress=prog)  # fmt: skip
     doc = stats.to_json() | {"delta": str(args.output)}
-    _emit(args, doc,
-          f"{args.output}: {stats.delta_bytes} bytes = {100 * doc['ratio']:.2f}% of "
-          f"{stats.target_bytes}; tensors {dict(stats.tensors)}; chunks {dict(stats.chunks)}; "
-          f"{stats.seconds:.2f} s ({doc['gb_per_s']:.2f} GB/s)")
+    _emit(
+        args,
+        doc,
+        f"{args.output}: {stats.delta_bytes} bytes = {100 * doc['ratio']:.2f}% of "
+        f"{stats.target_bytes}; tensors {dict(stats.tensors)}; chunks {dict(stats.chunks)}; "
+        f"{stats.seconds:.2f} s ({doc['gb_per_s']:.2f} GB/s)",
+    )
     return 0
 
 
@@ -121,9 +137,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
         stats = apply(args.base, args.delta, out, progress=prog)
     target = args.base if out is None else out
     doc = stats.to_json() | {"output": str(target), "verified": True}
-    _emit(args, doc,
-          f"{target}: rebuilt {stats.target_bytes} bytes from a {stats.delta_bytes}-byte delta, "
-          f"target digest verified; {stats.seconds:.2f} s ({doc['gb_per_s']:.2f} GB/s)")
+    _emit(
+        args,
+        doc,
+        f"{target}: rebuilt {stats.target_bytes} bytes from a {stats.delta_bytes}-byte delta, "
+        f"target digest verified; {stats.seconds:.2f} s ({doc['gb_per_s']:.2f} GB/s)",
+    )
     return 0
 
 

@@ -127,9 +127,7 @@ class Decoder:
         except zstandard.ZstdError as exc:
             raise DeltaError(f"{where}: corrupt zstd frame: {exc}") from None
         if size != expected:
-            raise DeltaError(
-                f"{where}: zstd frame declares {size} bytes, expected {expected}"
-            )
+            raise DeltaError(f"{where}: zstd frame declares {size} bytes, expected {expected}")
         try:
             out = self._z.decompress(frame, max_output_size=expected)
         except zstandard.ZstdError as exc:

@@ -82,8 +82,7 @@ def checkpoint_digest(
     doc = {
         "chunk_size": chunk,
         "files": [
-            {"name": n, "header": hh.hex(), "tensors": [t.hex() for t in ts]}
-            for n, hh, ts in files
+            {"name": n, "header": hh.hex(), "tensors": [t.hex() for t in ts]} for n, hh, ts in files
         ],
         "index": index_hash.hex() if index_hash is not None else None,
     }
@@ -133,7 +132,8 @@ class Manifest:
             "chunk_size": self.chunk_size,
             "digest": self.digest,
             "sharded": self.sharded,
-            "index": None if self.index_hash is None
+            "index": None
+            if self.index_hash is None
             else {"name": INDEX_NAME, "xxh128": self.index_hash.hex()},
             "files": [
                 {

@@ -94,9 +94,7 @@ def parse_header(raw: bytes, data_len: int, where: str) -> tuple[list[TensorInfo
     tensors: list[TensorInfo] = []
     for name, entry in doc.items():
         if name == "__metadata__":
-            if not isinstance(entry, dict) or not all(
-                isinstance(v, str) for v in entry.values()
-            ):
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
                 raise SafetensorsError(f"{where}: __metadata__ must map strings to strings")
             metadata = dict(entry)
             continue
@@ -143,9 +141,10 @@ def _parse_entry(name: str, entry: object, where: str) -> TensorInfo:
             f"{where}: tensor {name!r}: shape must be a list of non-negative integers"
         )
     offs = entry["data_offsets"]
-    if not (
-        isinstance(offs, list) and len(offs) == 2 and all(_is_int(o) for o in offs)
-    ) or not 0 <= offs[0] <= offs[1]:
+    if (
+        not (isinstance(offs, list) and len(offs) == 2 and all(_is_int(o) for o in offs))
+        or not 0 <= offs[0] <= offs[1]
+    ):
         raise SafetensorsError(
             f"{where}: tensor {name!r}: data_offsets must be [begin, end] with 0 <= begin <= end"
         )

@@ -55,9 +55,7 @@ def write_safetensors(
             f.write(arr.data)
 
 
-def transformer_specs(
-    layers: int, hidden: int, vocab: int, dtype: str = "BF16"
-) -> list[Spec]:
+def transformer_specs(layers: int, hidden: int, vocab: int, dtype: str = "BF16") -> list[Spec]:
     specs: list[Spec] = [("embed.weight", dtype, (vocab, hidden))]
     for i in range(layers):
         p = f"layers.{i}."
@@ -91,7 +89,12 @@ def adam_like_step(
 
 
 def rl_pair(
-    old: Path, new: Path, specs: Sequence[Spec], *, lr: float = 2e-6, steps: int = 1,
+    old: Path,
+    new: Path,
+    specs: Sequence[Spec],
+    *,
+    lr: float = 2e-6,
+    steps: int = 1,
     seed: int = 0,
 ) -> None:
     """bf16 checkpoints before/after a few small steps on fp32 masters."""

@@ -19,6 +19,7 @@ from compiler.weights.testing import (
     transformer_specs,
     write_safetensors,
 )
+from tests.conftest import import_torch
 
 
 class Pair(NamedTuple):
@@ -48,8 +49,11 @@ def _tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...], np.ndarray[Any
     return out
 
 
-def _write(path: Path, tensors: dict[str, tuple[str, tuple[int, ...], Any]],
-           metadata: dict[str, str] | None = None) -> None:
+def _write(
+    path: Path,
+    tensors: dict[str, tuple[str, tuple[int, ...], Any]],
+    metadata: dict[str, str] | None = None,
+) -> None:
     specs = [(n, d, s) for n, (d, s, _) in tensors.items()]
     write_safetensors(path, specs, lambda n: tensors[n][2], metadata)
 
@@ -65,8 +69,9 @@ def shard(src: Path, out: Path, n: int) -> None:
         fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
         _write(out / fname, {k: ts[k] for k in part})
         weight_map.update(dict.fromkeys(part, fname))
-    (out / INDEX_NAME).write_text(json.dumps({"metadata": {"total_size": 0},
-                                              "weight_map": weight_map}, indent=2))
+    (out / INDEX_NAME).write_text(
+        json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}, indent=2)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -95,13 +100,23 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pair]:
 
     p = pair("all_changed")
     shutil.copyfile(out["rl_bf16"].old, p.old)
-    _write(p.new, {k: (dt, s, rng.integers(0, 256, a.size, dtype=np.uint8))
-                   for k, (dt, s, a) in base.items()})
+    _write(
+        p.new,
+        {
+            k: (dt, s, rng.integers(0, 256, a.size, dtype=np.uint8))
+            for k, (dt, s, a) in base.items()
+        },
+    )
 
     p = pair("tensor_added")
     shutil.copyfile(out["rl_bf16"].old, p.old)
-    _write(p.new, base | {"lm_head.extra": ("BF16", (64, 128), rng.integers(
-        0, 256, 64 * 128 * 2, dtype=np.uint8))})
+    _write(
+        p.new,
+        base
+        | {
+            "lm_head.extra": ("BF16", (64, 128), rng.integers(0, 256, 64 * 128 * 2, dtype=np.uint8))
+        },
+    )
 
     p = pair("tensor_removed")
     shutil.copyfile(out["rl_bf16"].old, p.old)
@@ -135,7 +150,7 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pair]:
 @pytest.fixture(scope="session")
 def torch_pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pair]:
     """Real training with torch on CPU: a tiny transformer, Adam at a small LR."""
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     from safetensors.torch import save_file  # noqa: PLC0415 (needs torch, imported above)
 
     d = tmp_path_factory.mktemp("torch_pairs")
@@ -170,8 +185,11 @@ def torch_pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pair]:
             opt.step()
 
     def save(model: Any, path: Path, dtype: Any) -> None:
-        save_file({k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()},
-                  str(path), metadata={"format": "pt"})
+        save_file(
+            {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()},
+            str(path),
+            metadata={"format": "pt"},
+        )
 
     out: dict[str, Pair] = {}
     m = Tiny()

@@ -47,8 +47,20 @@ def rewrite(raw: bytes, edit: Callable[[dict[str, object]], None]) -> bytes:
     edit(doc)
     header = json.dumps(doc).encode()
     payload = raw[64 + hlen :]
-    return PREAMBLE.pack(pre[0], pre[1], pre[2], pre[3], len(header), plen,
-                         xxhash.xxh3_128_digest(header), pre[7]) + header + payload
+    return (
+        PREAMBLE.pack(
+            pre[0],
+            pre[1],
+            pre[2],
+            pre[3],
+            len(header),
+            plen,
+            xxhash.xxh3_128_digest(header),
+            pre[7],
+        )
+        + header
+        + payload
+    )
 
 
 def test_truncated_delta(
@@ -65,8 +77,9 @@ def test_truncated_delta(
     )
 
 
-def test_flipped_header_byte(setup: tuple[Path, Path, bytes],
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_flipped_header_byte(
+    setup: tuple[Path, Path, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
     base, delta, raw = setup
     for pos in (64, 64 + 200, 35):  # header start, header middle, header checksum
         bad = bytearray(raw)
@@ -77,8 +90,9 @@ def test_flipped_header_byte(setup: tuple[Path, Path, bytes],
         )
 
 
-def test_flipped_payload_byte(setup: tuple[Path, Path, bytes],
-                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_flipped_payload_byte(
+    setup: tuple[Path, Path, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
     base, delta, raw = setup
     for pos in (len(raw) - 1, len(raw) - 5000):
         bad = bytearray(raw)
@@ -89,14 +103,16 @@ def test_flipped_payload_byte(setup: tuple[Path, Path, bytes],
         )
 
 
-def test_delta_for_another_base(pairs: dict[str, Pair], setup: tuple[Path, Path, bytes],
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_delta_for_another_base(
+    pairs: dict[str, Pair], setup: tuple[Path, Path, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
     base, delta, _ = setup
     base.write_bytes(pairs["rl_bf16"].new.read_bytes())
     msg = refuse(base, delta, capsys)
     assert re.fullmatch(
         rf"{re.escape(str(base))}: tensor 'embed\.weight' has hash [0-9a-f]{{32}}, "
-        r"the delta's base has [0-9a-f]{32}: this delta is for another base", msg
+        r"the delta's base has [0-9a-f]{32}: this delta is for another base",
+        msg,
     ), msg
 
 
@@ -108,13 +124,12 @@ def test_same_tensors_other_metadata_is_another_base(
     n = struct.unpack("<Q", raw[:8])[0]
     header = raw[8 : 8 + n].replace(b'"step":"0"', b'"step":"9"')
     base.write_bytes(raw[:8] + header + raw[8 + n :])
-    assert refuse(base, delta, capsys).startswith(
-        f"{base}: base digest "
-    )
+    assert refuse(base, delta, capsys).startswith(f"{base}: base digest ")
 
 
-def test_header_claiming_huge_sizes(setup: tuple[Path, Path, bytes],
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_header_claiming_huge_sizes(
+    setup: tuple[Path, Path, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
     base, delta, raw = setup
     bad = bytearray(raw)
     bad[16:24] = (1 << 40).to_bytes(8, "little")
@@ -130,8 +145,9 @@ def test_header_claiming_huge_sizes(setup: tuple[Path, Path, bytes],
     )
 
 
-def test_section_out_of_range(setup: tuple[Path, Path, bytes],
-                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_section_out_of_range(
+    setup: tuple[Path, Path, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
     base, delta, raw = setup
 
     hit: list[tuple[int, str, int]] = []
@@ -149,7 +165,8 @@ def test_section_out_of_range(setup: tuple[Path, Path, bytes],
     assert re.fullmatch(
         rf"{re.escape(str(delta))}: tensors\[{i}\] \('{re.escape(name)}'\)"
         rf"\.chunks\[{k}\]: section of \d+ bytes at payload offset \d+ runs past the end "
-        r"of the payload", msg
+        r"of the payload",
+        msg,
     ), msg
 
     def huge_chunk(doc: dict[str, object]) -> None:
@@ -183,31 +200,55 @@ def write_st(path: Path, header: dict[str, object], data: bytes) -> None:
 @pytest.mark.parametrize(
     ("header", "data", "message"),
     [
-        ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-          "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, bytes(12),
-         "tensor 'b': data_offsets [4, 12] overlap tensor 'a' which ends at 8"),
-        ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-          "b": {"dtype": "F32", "shape": [2], "data_offsets": [12, 20]}}, bytes(20),
-         "tensor 'b': data_offsets [12, 20] leave a gap of 4 bytes after tensor 'a' "
-         "which ends at 8"),
-        ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, bytes(4),
-         "tensors cover 8 bytes of data but the file holds 4 bytes after the header"),
-        ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, bytes(8),
-         "tensor 'a': data_offsets [0, 8] span 8 bytes but F32[3] needs 12"),
-        ({"a": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 8]}}, bytes(8),
-         "tensor 'a': unsupported dtype 'Q4'"),
+        (
+            {
+                "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+            },
+            bytes(12),
+            "tensor 'b': data_offsets [4, 12] overlap tensor 'a' which ends at 8",
+        ),
+        (
+            {
+                "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                "b": {"dtype": "F32", "shape": [2], "data_offsets": [12, 20]},
+            },
+            bytes(20),
+            "tensor 'b': data_offsets [12, 20] leave a gap of 4 bytes after tensor 'a' "
+            "which ends at 8",
+        ),
+        (
+            {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}},
+            bytes(4),
+            "tensors cover 8 bytes of data but the file holds 4 bytes after the header",
+        ),
+        (
+            {"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}},
+            bytes(8),
+            "tensor 'a': data_offsets [0, 8] span 8 bytes but F32[3] needs 12",
+        ),
+        (
+            {"a": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 8]}},
+            bytes(8),
+            "tensor 'a': unsupported dtype 'Q4'",
+        ),
     ],
 )
-def test_bad_safetensors_base(header: dict[str, object], data: bytes, message: str,
-                              setup: tuple[Path, Path, bytes],
-                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_safetensors_base(
+    header: dict[str, object],
+    data: bytes,
+    message: str,
+    setup: tuple[Path, Path, bytes],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     base, delta, _ = setup
     write_st(base, header, data)
     assert refuse(base, delta, capsys) == f"{base}: {message}"
 
 
-def test_non_safetensors_base(setup: tuple[Path, Path, bytes],
-                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_non_safetensors_base(
+    setup: tuple[Path, Path, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
     base, delta, _ = setup
     base.write_bytes(b"GGUF" + bytes(100))
     assert refuse(base, delta, capsys) == (
@@ -225,8 +266,9 @@ def test_non_safetensors_base(setup: tuple[Path, Path, bytes],
     )
 
 
-def test_diff_refuses_bad_new(setup: tuple[Path, Path, bytes], tmp_path: Path,
-                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_refuses_bad_new(
+    setup: tuple[Path, Path, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     base, _, _ = setup
     bad = tmp_path / "bad.safetensors"
     write_st(bad, {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "a2": 5}, bytes(8))

@@ -115,8 +115,7 @@ def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 @FUZZ
 @given(data=st.data(), which=st.sampled_from(["tiny", "rl"]))
-def test_resealed_header_mutations(cases: dict[str, Case], data: st.DataObject,
-                                   which: str) -> None:
+def test_resealed_header_mutations(cases: dict[str, Case], data: st.DataObject, which: str) -> None:
     case = cases[which]
     doc = json.loads(case.raw[64 : 64 + case.hlen])
     path = data.draw(st.sampled_from(_paths(doc)[1:]))
@@ -136,8 +135,9 @@ def test_resealed_header_mutations(cases: dict[str, Case], data: st.DataObject,
 
 @FUZZ
 @given(data=st.data(), which=st.sampled_from(["tiny", "rl"]))
-def test_resealed_payload_mutations(cases: dict[str, Case], data: st.DataObject,
-                                    which: str) -> None:
+def test_resealed_payload_mutations(
+    cases: dict[str, Case], data: st.DataObject, which: str
+) -> None:
     case = cases[which]
     header = case.raw[64 : 64 + case.hlen]
     payload = bytearray(case.raw[64 + case.hlen :])
@@ -147,8 +147,12 @@ def test_resealed_payload_mutations(cases: dict[str, Case], data: st.DataObject,
 
 
 @FUZZ
-@given(raw=st.binary(max_size=300) | st.builds(
-    lambda d: json.dumps(d).encode(), st.dictionaries(st.text(max_size=5), JSON, max_size=4)))
+@given(
+    raw=st.binary(max_size=300)
+    | st.builds(
+        lambda d: json.dumps(d).encode(), st.dictionaries(st.text(max_size=5), JSON, max_size=4)
+    )
+)
 def test_safetensors_header_parser(raw: bytes) -> None:
     try:
         tensors, _ = parse_header(raw, 64, "fuzz")

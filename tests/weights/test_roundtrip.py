@@ -50,14 +50,16 @@ def roundtrip(p: Pair, tmp: Path, capsys: pytest.CaptureFixture[str]) -> dict[st
 
 
 @pytest.mark.parametrize("name", PAIRS)
-def test_roundtrip(name: str, pairs: dict[str, Pair], tmp_path: Path,
-                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_roundtrip(
+    name: str, pairs: dict[str, Pair], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     roundtrip(pairs[name], tmp_path, capsys)
 
 
 @pytest.mark.parametrize("name", TORCH_PAIRS)
-def test_roundtrip_torch_trained(name: str, torch_pairs: dict[str, Pair], tmp_path: Path,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_roundtrip_torch_trained(
+    name: str, torch_pairs: dict[str, Pair], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     stats = roundtrip(torch_pairs[name], tmp_path, capsys)
     if name == "torch_rl_bf16":
         assert 0.01 <= changed_fraction(torch_pairs[name]) <= 0.03
@@ -77,8 +79,9 @@ def changed_fraction(p: Pair) -> float:
     return changed / total
 
 
-def test_rl_delta_is_small(pairs: dict[str, Pair], tmp_path: Path,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_rl_delta_is_small(
+    pairs: dict[str, Pair], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     frac = changed_fraction(pairs["rl_bf16"])
     assert 0.01 <= frac <= 0.03
     stats = roundtrip(pairs["rl_bf16"], tmp_path, capsys)
@@ -86,26 +89,30 @@ def test_rl_delta_is_small(pairs: dict[str, Pair], tmp_path: Path,
     assert stats["chunks"] == {"s": stats["chunks"]["s"]}  # type: ignore[index]
 
 
-def test_finetune_delta_below_changed_tensors(pairs: dict[str, Pair], tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_finetune_delta_below_changed_tensors(
+    pairs: dict[str, Pair], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     p = pairs["finetune_fp32"]
     stats = roundtrip(p, tmp_path, capsys)
     new = Checkpoint(p.new)
-    changed = sum(new.by_name[n].info.nbytes
-                  for n in ("layers.1.mlp.up.weight", "layers.1.norm.weight"))
+    changed = sum(
+        new.by_name[n].info.nbytes for n in ("layers.1.mlp.up.weight", "layers.1.norm.weight")
+    )
     assert int(stats["delta_bytes"]) <= changed  # type: ignore[call-overload]
     assert stats["tensors"] == {"patched": 2, "unchanged": 10}
 
 
-def test_nothing_changed_sends_only_headers(pairs: dict[str, Pair], tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_changed_sends_only_headers(
+    pairs: dict[str, Pair], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     stats = roundtrip(pairs["nothing_changed"], tmp_path, capsys)
     assert stats["chunks"] == {}
     assert int(stats["delta_bytes"]) < 4096  # type: ignore[call-overload]
 
 
-def test_rename_reshape_retype_are_copies(pairs: dict[str, Pair], tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_rename_reshape_retype_are_copies(
+    pairs: dict[str, Pair], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     stats = roundtrip(pairs["renamed_reshaped_retyped"], tmp_path, capsys)
     assert stats["tensors"] == {"unchanged": 9, "copied": 3}
     assert stats["chunks"] == {}

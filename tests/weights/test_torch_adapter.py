@@ -9,9 +9,10 @@ import pytest
 
 from compiler.weights.diff import diff
 from compiler.weights.errors import DeltaError
+from tests.conftest import import_torch
 from tests.weights.conftest import Pair
 
-torch = pytest.importorskip("torch")
+torch = import_torch()
 st = pytest.importorskip("safetensors.torch")
 from compiler.weights.torch_adapter import apply_to_state_dict  # noqa: E402 (needs torch)
 
@@ -21,8 +22,9 @@ def _same(a: dict[str, object], b: dict[str, object]) -> bool:
 
 
 @pytest.mark.parametrize("name", ["torch_rl_bf16", "torch_finetune_fp32"])
-def test_patches_live_tensors_in_place(name: str, torch_pairs: dict[str, Pair],
-                                       tmp_path: Path) -> None:
+def test_patches_live_tensors_in_place(
+    name: str, torch_pairs: dict[str, Pair], tmp_path: Path
+) -> None:
     p = torch_pairs[name]
     delta = tmp_path / "d.delta"
     diff(p.new, delta, old_path=p.old)
@@ -51,9 +53,10 @@ def test_wrong_base_patches_nothing(torch_pairs: dict[str, Pair], tmp_path: Path
     delta = tmp_path / "d.delta"
     diff(p.new, delta, old_path=p.old)
     live = st.load_file(str(p.new))  # already at the target: the base hash differs
-    with pytest.raises(DeltaError, match=re.escape(
-        "does not match the delta's base (hash differs); nothing was patched"
-    )):
+    with pytest.raises(
+        DeltaError,
+        match=re.escape("does not match the delta's base (hash differs); nothing was patched"),
+    ):
         apply_to_state_dict(live, delta)
     assert _same(live, st.load_file(str(p.new)))
 
