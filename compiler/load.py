@@ -1,7 +1,8 @@
 """Step 1 of the pipeline: read a spec file into plain data plus node positions.
 
-ruamel.yaml keeps a line and column for every mapping key, value and sequence
-item; we flatten them into ``Positions`` keyed by field path so that any later
+The YAML is composed into nodes (libyaml's parser, when ruamel.yaml.clib is
+present), each with its line and column; we flatten them into ``Positions``
+keyed by field path so that any later
 step can say exactly where a problem is.
 """
 
@@ -12,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from compiler.errors import Location, SpecError
 
@@ -62,44 +63,65 @@ class LoadedSpec:
     positions: Positions
 
 
-def _to_plain(node: Any, path: PathKey, pos: Positions, budget: list[int], file: str) -> Any:
-    budget[0] -= 1
-    if budget[0] < 0:
+class _Walker:
+    """Turns composed YAML nodes into plain data, recording each node's position."""
+
+    def __init__(self, yaml: YAML, file: str) -> None:
+        self.yaml = yaml
+        self.file = file
+        self.positions = Positions()
+        self.budget = MAX_NODES
+
+    def at(self, node: Node, path: PathKey) -> Location:
+        mark = node.start_mark
+        return Location(self.file, mark.line + 1, mark.column + 1, dotted_path(path))
+
+    def plain(self, node: Node, path: PathKey) -> Any:
+        self.budget -= 1
+        if self.budget < 0:
+            raise SpecError.at(
+                self.at(node, path),
+                f"spec has more than {MAX_NODES} nodes (are YAML aliases expanding it?)",
+            )
+        if isinstance(node, MappingNode):
+            return self.mapping(node, path)
+        if isinstance(node, SequenceNode):
+            items: list[Any] = []
+            for index, item in enumerate(node.value):
+                mark = item.start_mark
+                self.positions.values[(*path, index)] = (mark.line + 1, mark.column + 1)
+                items.append(self.plain(item, (*path, index)))
+            return items
+        value = self.yaml.constructor.construct_object(node, deep=True)
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        # Timestamps, binary and other YAML tags have no place in a spec.
         raise SpecError.at(
-            pos.locate(file, path),
-            f"spec has more than {MAX_NODES} nodes (are YAML aliases expanding it?)",
+            self.at(node, path),
+            f"unsupported YAML value of type {type(value).__name__}; quote it to make it a string",
         )
-    if isinstance(node, CommentedMap):
+
+    def mapping(self, node: MappingNode, path: PathKey) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for key in node:
-            line, col = node.lc.key(key)
+        for key_node, value_node in node.value:
+            key = self.plain(key_node, path)
             key_path = (*path, str(key))
-            pos.keys[key_path] = (line + 1, col + 1)
-            vline, vcol = node.lc.value(key)
-            pos.values[key_path] = (vline + 1, vcol + 1)
             if not isinstance(key, str):
                 raise SpecError.at(
-                    Location(file, line + 1, col + 1, dotted_path(key_path)),
+                    self.at(key_node, key_path),
                     f"mapping keys must be strings, got {type(key).__name__} {key!r}",
                 )
-            out[key] = _to_plain(node[key], key_path, pos, budget, file)
+            if key in out:
+                first = self.positions.keys[key_path]
+                raise SpecError.at(
+                    self.at(key_node, key_path),
+                    f"duplicate key {key!r} (first defined at {first[0]}:{first[1]})",
+                )
+            kmark, vmark = key_node.start_mark, value_node.start_mark
+            self.positions.keys[key_path] = (kmark.line + 1, kmark.column + 1)
+            self.positions.values[key_path] = (vmark.line + 1, vmark.column + 1)
+            out[key] = self.plain(value_node, key_path)
         return out
-    if isinstance(node, CommentedSeq):
-        items: list[Any] = []
-        for index, item in enumerate(node):
-            line, col = node.lc.item(index)
-            pos.values[(*path, index)] = (line + 1, col + 1)
-            items.append(_to_plain(item, (*path, index), pos, budget, file))
-        return items
-    if node is None or isinstance(node, bool | int | float):
-        return node
-    if isinstance(node, str):
-        return str(node)  # drop ruamel's scalar subclasses
-    # Timestamps, binary and other YAML tags have no place in a spec.
-    raise SpecError.at(
-        pos.locate(file, path),
-        f"unsupported YAML value of type {type(node).__name__}; quote it to make it a string",
-    )
 
 
 def _decode(raw: bytes, source: str) -> str:
@@ -115,19 +137,20 @@ def _decode(raw: bytes, source: str) -> str:
         ) from None
 
 
-def _kind_of(node: Any) -> str:
-    if isinstance(node, CommentedSeq):
+def _kind_of(node: Node) -> str:
+    if isinstance(node, SequenceNode):
         return "a list"
-    if isinstance(node, str):
-        return "a string"
-    return "a " + type(node).__name__
+    return "a single value"
+
+
+def _is_null(node: Node | None) -> bool:
+    return node is None or (isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:null")
 
 
 def load_text(text: str, source: str) -> LoadedSpec:
-    yaml = YAML(typ="rt")
-    yaml.allow_duplicate_keys = False
+    yaml = YAML(typ="safe")  # libyaml's parser when ruamel.yaml.clib is present
     try:
-        documents = list(yaml.load_all(text))
+        documents = [d for d in yaml.compose_all(text) if not _is_null(d)]
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
@@ -135,24 +158,22 @@ def load_text(text: str, source: str) -> LoadedSpec:
         raise SpecError.at(Location(source, line, col), f"YAML syntax error: {problem}") from None
     except YAMLError as exc:
         raise SpecError.at(Location(source, 1, 1), f"YAML error: {exc}") from None
-    documents = [d for d in documents if d is not None]
     if not documents:
         raise SpecError.at(Location(source, 1, 1), "file is empty; expected a StandbySpec document")
     if len(documents) > 1:
-        second = documents[1]
-        line = second.lc.line + 1 if hasattr(second, "lc") else 1
         raise SpecError.at(
-            Location(source, line, 1), "a spec file holds exactly one StandbySpec document"
+            Location(source, documents[1].start_mark.line + 1, 1),
+            "a spec file holds exactly one StandbySpec document",
         )
     root = documents[0]
-    if not isinstance(root, CommentedMap):
+    if not isinstance(root, MappingNode):
         raise SpecError.at(
-            Location(source, 1, 1),
+            Location(source, root.start_mark.line + 1, root.start_mark.column + 1),
             f"expected a mapping with apiVersion, kind, metadata and spec, got {_kind_of(root)}",
         )
-    positions = Positions()
-    data = _to_plain(root, (), positions, [MAX_NODES], source)
-    return LoadedSpec(source=source, data=data, positions=positions)
+    walker = _Walker(yaml, source)
+    data = walker.mapping(root, ())
+    return LoadedSpec(source=source, data=data, positions=walker.positions)
 
 
 def load_file(path: Path, source: str | None = None) -> LoadedSpec:

@@ -9,13 +9,11 @@ literal blocks so PromQL and embedded files stay readable in review.
 
 from __future__ import annotations
 
-import io
+import math
 import re
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.representer import RoundTripRepresenter
-from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
 HEADER_MARK = "# standbyc: generated — do not edit."
 LEADING_KEYS = ("apiVersion", "kind", "metadata")
@@ -31,6 +29,14 @@ _YAML11_SPECIAL = re.compile(
     |[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}.*)$""",
     re.VERBOSE,
 )
+
+
+# Plain (unquoted) scalars: printable ASCII that reads back as the same string in both
+# YAML 1.1 and 1.2 block context. Everything else is written as a JSON string, which is
+# valid YAML everywhere.
+_PLAIN_BODY = re.compile(r"^[\x20-\x7e]*$")
+_INDICATORS = set("-?:,[]{}#&*!|>'\"%@`")
+_LITERAL_SAFE = re.compile(r"^[\x20-\x7e\n]*$")
 
 
 def _ordered(obj: Any, top: bool = True) -> Any:
@@ -49,34 +55,142 @@ def _ordered(obj: Any, top: bool = True) -> Any:
         return out
     if isinstance(obj, list):
         return [_ordered(v, top=False) for v in obj]
-    if isinstance(obj, str):
-        if "\n" in obj and not any(line != line.rstrip() for line in obj.splitlines()):
-            return LiteralScalarString(obj)
-        if _YAML11_SPECIAL.match(obj) or obj == "":
-            return DoubleQuotedScalarString(obj)
     return obj
 
 
-class _Representer(RoundTripRepresenter):
-    pass
+def _float(value: float) -> str:
+    if math.isnan(value):
+        return ".nan"
+    if math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    # YAML 1.1 floats need a "." in the mantissa (and a signed exponent, which repr gives).
+    mantissa, e, exponent = repr(value).partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + e + exponent
 
 
-_Representer.add_representer(dict, RoundTripRepresenter.represent_dict)
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _float(value)
+    text = str(value)
+    return text if _is_plain(text) else _double_quoted(text)
 
 
-def _dumper() -> YAML:
-    yaml = YAML(typ="rt")
-    yaml.Representer = _Representer
-    yaml.width = 4096  # never fold long PromQL or JSON lines
-    yaml.indent(mapping=2, sequence=4, offset=2)
-    yaml.explicit_start = False
-    return yaml
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _double_quoted(text: str) -> str:
+    """A YAML double-quoted scalar in printable ASCII (YAML's own escapes, not JSON's:
+    characters beyond the BMP are one \\U escape, not a surrogate pair)."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif 0x20 <= code < 0x7F:
+            out.append(char)
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
+
+
+def _is_plain(text: str) -> bool:
+    if not text or not _PLAIN_BODY.match(text) or text != text.strip():
+        return False
+    first_ok = text[0] not in _INDICATORS or (
+        text[0] == "-" and len(text) > 1 and text[1] != " " and not text.startswith("---")
+    )
+    return (
+        first_ok
+        and ": " not in text
+        and " #" not in text
+        and not text.endswith(":")
+        and not _YAML11_SPECIAL.match(text)
+        and not text.startswith("0o")
+    )
+
+
+def _literal(value: Any) -> str | None:
+    """The ``|`` header for a multi-line string that reads back exactly, else None."""
+    if not isinstance(value, str) or "\n" not in value:
+        return None
+    if not _LITERAL_SAFE.match(value) or "\r" in value or value[0] in " \t\n":
+        return None  # would need escapes or an indentation indicator
+    body = value[:-1] if value.endswith("\n") else value
+    if body.endswith("\n") or any(line != line.rstrip() for line in body.split("\n")):
+        return None  # would need keep-chomping, or trailing blanks would be invisible
+    return "|" if value.endswith("\n") else "|-"
+
+
+def _entry(prefix: str, value: Any, indent: int, lines: list[str]) -> None:
+    """``prefix`` (``key:`` or ``- key:``) and its value, nested at ``indent`` + 2."""
+    if isinstance(value, dict) and value:
+        lines.append(prefix)
+        _mapping(value, indent + 2, lines)
+    elif isinstance(value, list) and value:
+        lines.append(prefix)
+        _sequence(value, indent + 2, lines)
+    elif (style := _literal(value)) is not None:
+        lines.append(f"{prefix} {style}")
+        pad = " " * (indent + 2)
+        lines.extend(pad + line if line else "" for line in value.rstrip("\n").split("\n"))
+    else:
+        lines.append(f"{prefix} {_flow_empty(value)}")
+
+
+def _flow_empty(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{}"
+    if isinstance(value, list):
+        return "[]"
+    return _scalar(value)
+
+
+def _mapping(node: dict[str, Any], indent: int, lines: list[str]) -> None:
+    pad = " " * indent
+    for key, value in node.items():
+        _entry(f"{pad}{_scalar(str(key))}:", value, indent, lines)
+
+
+def _sequence(items: list[Any], indent: int, lines: list[str]) -> None:
+    pad = " " * indent
+    for item in items:
+        if isinstance(item, dict) and item:
+            for i, (key, value) in enumerate(item.items()):
+                lead = f"{pad}- " if i == 0 else f"{pad}  "
+                _entry(f"{lead}{_scalar(str(key))}:", value, indent + 2, lines)
+        elif isinstance(item, list) and item:
+            lines.append(f"{pad}-")
+            _sequence(item, indent + 2, lines)
+        elif (style := _literal(item)) is not None:
+            lines.append(f"{pad}- {style}")
+            lines.extend(
+                " " * (indent + 2) + line if line else "" for line in item.rstrip("\n").split("\n")
+            )
+        else:
+            lines.append(f"{pad}- {_flow_empty(item)}")
 
 
 def dump(obj: Any) -> str:
-    buf = io.StringIO()
-    _dumper().dump(_ordered(obj), buf)
-    return buf.getvalue()
+    """Block-style YAML for plain data (dict, list, str, int, float, bool, None)."""
+    lines: list[str] = []
+    node = _ordered(obj)
+    if isinstance(node, dict) and node:
+        _mapping(node, 0, lines)
+    elif isinstance(node, list) and node:
+        _sequence(node, 0, lines)
+    else:
+        lines.append(_flow_empty(node))
+    return "\n".join(lines) + "\n"
 
 
 def header(source: str) -> str:

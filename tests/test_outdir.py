@@ -155,3 +155,26 @@ def test_second_compile_changes_nothing(workdir: Path) -> None:
     result = run_cli("compile", "--no-validate")
     assert result.out.startswith("out/ is up to date")
     assert {p: p.stat().st_mtime_ns for p in (workdir / "out").rglob("*")} == mtimes
+
+
+def test_check_changed_compiles_only_the_specs_touched(workdir: Path) -> None:
+    _compile()
+    spec = workdir / "specs" / "inference-engine.yaml"
+    spec.write_text(spec.read_text().replace("egress: 25Gbit/s", "egress: 20Gbit/s"))
+    assert run_cli("check", "--changed", "specs/grpc-llm.yaml").code == 0
+    assert run_cli("check", "--changed", "out/llm-serving/llm-grpc/kustomization.yaml").code == 0
+    stale = run_cli("check", "--changed", "specs/inference-engine.yaml")
+    assert stale.code == 1
+    assert "+      bandwidth: 20G" in stale.out
+    # A file that is not one spec's (a template, a shared file) means a full check.
+    assert run_cli("check", "--changed", "templates/job.yaml.j2").code == 1
+    assert run_cli("check", "--changed", "out/kustomization.yaml").code == 1
+
+
+def test_check_changed_maps_an_edited_output_file_to_its_spec(workdir: Path) -> None:
+    _compile()
+    sa = workdir / "out/llm-serving/llm-grpc/serviceaccount-llm-grpc-weight-sync.yaml"
+    sa.write_text(sa.read_text().replace("automountServiceAccountToken: false", "x: 1"))
+    result = run_cli("check", "--changed", str(sa.relative_to(workdir)))
+    assert result.code == 1
+    assert "-x: 1" in result.out

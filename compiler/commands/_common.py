@@ -41,9 +41,10 @@ def add_format_option(parser: argparse.ArgumentParser) -> None:
 
 
 def desired_tree(
-    args: argparse.Namespace,
+    args: argparse.Namespace, only: list[Path] | None = None
 ) -> tuple[list[CompiledSpec], outdir.Contents, dict[str, str]]:
-    paths = pipeline.discover(args.paths or [Path("specs")])
+    """Compile the specs (or ``only`` these) and merge with the rest of ``out/``."""
+    paths = only if only is not None else pipeline.discover(args.paths or [Path("specs")])
     renderer = Renderer(args.templates)
     current = outdir.read(args.out)
     compiled, desired = pipeline.build_tree(paths, renderer, current.owned)
