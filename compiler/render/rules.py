@@ -51,6 +51,13 @@ class Case:
 
 
 @dataclass(frozen=True)
+class Timeline:
+    fire: int  # first evaluation at which the alert fires
+    end: int  # a later evaluation, for "stays silent" checks
+    steps: int  # samples per input series
+
+
+@dataclass(frozen=True)
 class Alert:
     name: str
     expr: str
@@ -118,15 +125,33 @@ class _Builder:
 
     # -- timing ----------------------------------------------------------------
 
-    def fire_ms(self, true_from_ms: int, for_ms: int) -> int:
-        """First evaluation at which an alert true from ``true_from_ms`` is firing."""
-        return true_from_ms + math.ceil(for_ms / self.eval_ms) * self.eval_ms
+    def timeline(self, true_from_ms: int, for_ms: int) -> Timeline:
+        """When an alert true from ``true_from_ms`` fires, and how long the series run."""
+        fire = true_from_ms + math.ceil(for_ms / self.eval_ms) * self.eval_ms
+        end = fire + 2 * self.eval_ms
+        return Timeline(fire, end, end // self.scrape_ms + 2)
+
+    def fires_then_silent(
+        self,
+        alert: Alert,
+        timeline: Timeline,
+        firing: tuple[str, list[Series], list[dict[str, Any]]],
+        silent: tuple[str, list[Series]],
+    ) -> list[Case]:
+        """Fires exactly at ``timeline.fire`` (not one evaluation before); stays silent."""
+        fire_name, fire_inputs, expected = firing
+        silent_name, silent_inputs = silent
+        return [
+            Case(
+                fire_name,
+                fire_inputs,
+                [Check(timeline.fire - self.eval_ms, []), Check(timeline.fire, expected)],
+            ),
+            Case(silent_name, silent_inputs, [Check(timeline.end, [])]),
+        ]
 
     def grid(self, ms: int) -> int:
         return math.ceil(ms / self.eval_ms) * self.eval_ms
-
-    def steps(self, until_ms: int) -> int:
-        return until_ms // self.scrape_ms + 2
 
     def labels_series(
         self, pod: str, tier: str, values: str, namespace: str | None = None
@@ -213,9 +238,8 @@ class _Builder:
         # kube_pod_labels appears at t0, once the rate window is full of samples,
         # so the expression turns true exactly at t0.
         t0 = self.grid(cfg.window + 2 * self.scrape_ms)
-        fire = self.fire_ms(t0, cfg.for_)
-        end = fire + 2 * self.eval_ms
-        steps = self.steps(end)
+        timeline = self.timeline(t0, cfg.for_)
+        steps = timeline.steps
         scrape_s = self.scrape_ms / 1000
         absent = " ".join(["_"] * (t0 // self.scrape_ms))
         present = f"{absent} 1x{steps}".strip()
@@ -254,22 +278,18 @@ class _Builder:
             ]
         else:
             firing = [self.expected(alert, {"namespace": self.ns})]
-        return [
-            Case(
+        bits = units.human_bits(cfg.threshold)
+        return self.fires_then_silent(
+            alert,
+            timeline,
+            (
                 f"{alert.name} fires {units.prom_duration(cfg.for_)} after crossing "
-                f"{units.human_bits(cfg.threshold)} by {MARGIN:.0%}",
+                f"{bits} by {MARGIN:.0%}",
                 inputs(1 + MARGIN),
-                [
-                    Check(fire - self.eval_ms, []),
-                    Check(fire, firing),
-                ],
+                firing,
             ),
-            Case(
-                f"{alert.name} stays silent {MARGIN:.0%} below {units.human_bits(cfg.threshold)}",
-                inputs(1 - MARGIN),
-                [Check(end, [])],
-            ),
-        ]
+            (f"{alert.name} stays silent {MARGIN:.0%} below {bits}", inputs(1 - MARGIN)),
+        )
 
     def hot_replicas_low(self) -> Alert | None:
         hot = next((t for t in self.plan.tiers if t.name == "hot"), None)
@@ -305,9 +325,8 @@ class _Builder:
                 "a failover now would land on warm or cold standbys.",
             ),
         )
-        fire = self.fire_ms(0, cfg.for_)
-        end = fire + 2 * self.eval_ms
-        steps = self.steps(end)
+        timeline = self.timeline(0, cfg.for_)
+        steps = timeline.steps
 
         def pod(name: str, tier: str, ready: int, namespace: str | None = None) -> list[Series]:
             sel = _selector({"namespace": namespace or self.ns, "pod": name, "condition": "true"})
@@ -327,23 +346,23 @@ class _Builder:
         full = [s for i in range(hot.replicas) for s in pod(f"hot-{i}", "hot", 1)]
         firing = [self.expected(alert, {})]
         alert.cases.extend(
-            [
-                Case(
+            self.fires_then_silent(
+                alert,
+                timeline,
+                (
                     f"HotTierBelowReplicas fires with {hot.replicas - 1} of {hot.replicas} ready",
                     short + foreign,
-                    [Check(fire - self.eval_ms, []), Check(fire, firing)],
+                    firing,
                 ),
-                Case(
-                    "HotTierBelowReplicas fires when no hot pod exists at all",
-                    foreign,
-                    [Check(fire, firing)],
-                ),
-                Case(
-                    f"HotTierBelowReplicas stays silent with {hot.replicas} ready",
-                    full + foreign,
-                    [Check(end, [])],
-                ),
-            ]
+                (f"HotTierBelowReplicas stays silent with {hot.replicas} ready", full + foreign),
+            )
+        )
+        alert.cases.append(
+            Case(
+                "HotTierBelowReplicas fires when no hot pod exists at all",
+                foreign,
+                [Check(timeline.fire, firing)],
+            )
         )
         return alert
 
@@ -370,9 +389,8 @@ class _Builder:
                 f"serve an older model than generation {self.plan.spec.spec.model.generation}.",
             ),
         )
-        fire = self.fire_ms(0, cfg.for_)
-        end = fire + 2 * self.eval_ms
-        steps = self.steps(end)
+        timeline = self.timeline(0, cfg.for_)
+        steps = timeline.steps
         ours = prefix + sync_tiers[0] + ("-29400000" if scheduled else "")
 
         def job(name: str, condition: str, value: int, namespace: str | None = None) -> Series:
@@ -387,23 +405,19 @@ class _Builder:
             job(ours, "false", 1),
         ]
         alert.cases.extend(
-            [
-                Case(
+            self.fires_then_silent(
+                alert,
+                timeline,
+                (
                     "WeightSyncJobFailed fires for a failed weight-sync Job",
                     [job(ours, "true", 1), *foreign],
-                    [
-                        Check(fire - self.eval_ms, []),
-                        Check(
-                            fire, [self.expected(alert, {"namespace": self.ns, "job_name": ours})]
-                        ),
-                    ],
+                    [self.expected(alert, {"namespace": self.ns, "job_name": ours})],
                 ),
-                Case(
+                (
                     "WeightSyncJobFailed stays silent while the Job has not failed",
                     [job(ours, "true", 0), *foreign],
-                    [Check(end, [])],
                 ),
-            ]
+            )
         )
         return alert
 
@@ -435,9 +449,8 @@ class _Builder:
                 "stale weights.",
             ),
         )
-        fire = self.fire_ms(0, cfg.for_)
-        end = fire + 2 * self.eval_ms
-        steps = self.steps(end)
+        timeline = self.timeline(0, cfg.for_)
+        steps = timeline.steps
         tier = sync_tiers[-1]
 
         def standby(
@@ -453,34 +466,25 @@ class _Builder:
             *standby("standby-x", generation - 1, tier, OTHER_NAMESPACE),
             *standby("other-tier-0", generation - 1, OTHER_TIER),
         ]
+        behind = {"namespace": self.ns, "pod": "standby-0", self.tier_key: tier}
         alert.cases.extend(
-            [
-                Case(
+            self.fires_then_silent(
+                alert,
+                timeline,
+                (
                     "StandbyWeightsBehind fires for a standby one generation behind",
                     [
                         *standby("standby-0", generation - 1, tier),
                         *standby("standby-1", generation, tier),
                         *foreign,
                     ],
-                    [
-                        Check(fire - self.eval_ms, []),
-                        Check(
-                            fire,
-                            [
-                                self.expected(
-                                    alert,
-                                    {"namespace": self.ns, "pod": "standby-0", self.tier_key: tier},
-                                )
-                            ],
-                        ),
-                    ],
+                    [self.expected(alert, behind)],
                 ),
-                Case(
+                (
                     "StandbyWeightsBehind stays silent when every standby is current",
                     [*standby("standby-0", generation, tier), *foreign],
-                    [Check(end, [])],
                 ),
-            ]
+            )
         )
         return alert
 
