@@ -100,3 +100,10 @@ def test_compile_that_fails_validation_leaves_out_unchanged(workdir: Path, tmp_p
     ) in result.err
     assert "out/ was left unchanged" in result.err
     assert tree(workdir / "out") == before
+
+
+def test_committed_out_is_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repository's own out/ is what its specs compile to (what CI and Argo CD see)."""
+    monkeypatch.chdir(CASES.parent.parent)
+    result = run_cli("check")
+    assert result.code == 0, result.out + result.err
