@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import traceback
 from collections.abc import Sequence
 
 from compiler import __version__
 from compiler.commands import COMMANDS
-from compiler.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, StandbycError
+from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, StandbycError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,6 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`standbyc compile | head`): not a bug, and nothing to say.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
     except Exception:
         traceback.print_exc()
         print(
