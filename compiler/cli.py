@@ -48,6 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0)
+    return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command; the one place where outcomes become exit codes."""
     try:
         code: int = args.func(args)
     except StandbycError as exc:
