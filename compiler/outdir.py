@@ -109,6 +109,15 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _carry(source: Path, target: Path) -> None:
+    """Put an existing, already durable file into the staged tree: a hard link, else a copy."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
 def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> Path:
     staging = _sibling(out, "new")
     staging.mkdir()
@@ -118,11 +127,12 @@ def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> Path:
                 f"refusing to overwrite {out.name}/{rel}: it was not written by standbyc "
                 "(no generated header); move it away first"
             )
-        target = staging / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(out / rel, target)
+        _carry(out / rel, staging / rel)
     for rel, text in desired.items():
         target = staging / rel
+        if contents.owned.get(rel) == text:
+            _carry(out / rel, target)  # unchanged: no write, no fsync
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)

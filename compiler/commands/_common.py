@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from compiler import outdir, pipeline
-from compiler.pipeline import CompiledSpec
-from compiler.render.base import Renderer
+if TYPE_CHECKING:
+    from compiler.outdir import Contents
+    from compiler.pipeline import CompiledSpec
 
 
 def add_compile_options(parser: argparse.ArgumentParser) -> None:
@@ -42,8 +42,11 @@ def add_format_option(parser: argparse.ArgumentParser) -> None:
 
 def desired_tree(
     args: argparse.Namespace, only: list[Path] | None = None
-) -> tuple[list[CompiledSpec], outdir.Contents, dict[str, str]]:
+) -> tuple[list[CompiledSpec], Contents, dict[str, str]]:
     """Compile the specs (or ``only`` these) and merge with the rest of ``out/``."""
+    from compiler import outdir, pipeline
+    from compiler.render.base import Renderer
+
     paths = only if only is not None else pipeline.discover(args.paths or [Path("specs")])
     renderer = Renderer(args.templates)
     current = outdir.read(args.out)

@@ -6,10 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from compiler import outdir, pipeline, yamlio
 from compiler.commands._common import add_compile_options, desired_tree, emit_json
 from compiler.errors import EXIT_FAILED
-from compiler.load import display_path
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +30,8 @@ def specs_for(changed: list[str], specs: list[Path], out: Path) -> list[Path] | 
     its directory's kustomization.yaml when it was deleted). Anything else, such as a
     template, a shared file or a hand-written file, can affect every spec.
     """
+    from compiler.load import display_path
+
     by_source = {display_path(p): p for p in specs}
     chosen: dict[str, Path] = {}
     for name in changed:
@@ -44,6 +44,8 @@ def specs_for(changed: list[str], specs: list[Path], out: Path) -> list[Path] | 
 
 
 def _source_in_out(path: Path, out: Path) -> str | None:
+    from compiler import pipeline, yamlio
+
     try:
         rel = path.resolve().relative_to(out.resolve())
     except ValueError:
@@ -58,6 +60,8 @@ def _source_in_out(path: Path, out: Path) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from compiler import outdir, pipeline
+
     only = None
     if args.changed:
         only = specs_for(args.changed, pipeline.discover(args.paths or [Path("specs")]), args.out)

@@ -6,8 +6,6 @@ import argparse
 import json
 import sys
 
-from compiler.spec import json_schema
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("schema", help="print the StandbySpec JSON Schema")
@@ -15,6 +13,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from compiler.spec import json_schema
+
     json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
     return 0

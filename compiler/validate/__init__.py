@@ -200,6 +200,8 @@ def validate_tree(
         manifests = [m for m in manifests if _under(m, prefixes)]
         tests = [t for t in tests if _under(t, prefixes)]
     workers = max(1, (os.cpu_count() or 1) // max(1, len(versions)))
+    # promtool tests one file after another; with many files, one process per core.
+    test_batches = _batches(tests, os.cpu_count() or 1, min_size=25)
     waited = 0.0  # time this thread spent blocked on tool processes
 
     def wait(future: Future[_T]) -> _T:
@@ -212,7 +214,7 @@ def validate_tree(
 
     with (
         tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp_name,
-        ThreadPoolExecutor(max_workers=len(versions) + 3) as pool,
+        ThreadPoolExecutor(max_workers=len(versions) + len(test_batches) + 2) as pool,
     ):
         tmp = Path(tmp_name)
         # kubeconform and the unit tests need nothing from us: start them first, and read
@@ -229,12 +231,15 @@ def validate_tree(
             )
             for v in (versions if manifests else ())
         ]
-        tested = pool.submit(promtool.test_rules, tests, cwd=root, display=display)
+        tested = [
+            pool.submit(promtool.test_rules, batch, cwd=root, display=display)
+            for batch in test_batches
+        ]
         sources = _rule_sources(root, manifests, display)
         checked = pool.submit(_check_then_lint, sources, tmp, have_pint)
         kube_results = [wait(f) for f in kube_runs]
         check_outcome, pint_outcome = wait(checked)
-        test_outcome = wait(tested)
+        test_outcome = promtool.merge([wait(f) for f in tested])
 
     kube_findings = _merge_versions([f for r in kube_results for f in r.findings])
     findings = [*kube_findings, *check_outcome.findings]
@@ -262,6 +267,15 @@ def validate_tree(
         tools_cpu_seconds=_children_cpu() - children_started,
         wall_seconds=time.perf_counter() - started,
     )
+
+
+def _batches(items: Sequence[str], most: int, *, min_size: int) -> list[list[str]]:
+    """At most ``most`` contiguous batches of at least ``min_size`` items (one if few)."""
+    if not items:
+        return [[]]
+    count = max(1, min(most, len(items) // min_size))
+    size = -(-len(items) // count)
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
 def _children_cpu() -> float:

@@ -131,6 +131,15 @@ def _finding(src: RuleSource, pointer: str, message: str, tool: str) -> Finding:
     return Finding(src.display_file, "PrometheusRule", src.name, pointer, message, tool)
 
 
+def merge(outcomes: Sequence[Outcome]) -> Outcome:
+    """One outcome from several runs over disjoint files (results in run order)."""
+    return Outcome(
+        tuple(r for o in outcomes for r in o.results),
+        tuple(f for o in outcomes for f in o.findings),
+        sum(o.seconds for o in outcomes),
+    )
+
+
 def test_rules(test_files: Sequence[str], *, cwd: Path, display: Callable[[str], str]) -> Outcome:
     """Run ``promtool test rules`` once over ``test_files`` (relative to ``cwd``)."""
     if not test_files:

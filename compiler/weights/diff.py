@@ -20,10 +20,10 @@ from typing import Any
 
 import zstandard
 
+from compiler.weights import DEFAULT_CHUNK
 from compiler.weights.deltafile import FORMAT, VERSION, DeltaWriter
 from compiler.weights.encode import COPY, Encoded, Encoder
 from compiler.weights.manifest import (
-    DEFAULT_CHUNK,
     WINDOW,
     Manifest,
     Progress,

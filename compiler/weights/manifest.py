@@ -23,6 +23,7 @@ from typing import Any
 
 import xxhash
 
+from compiler.weights import DEFAULT_CHUNK
 from compiler.weights.errors import WeightsError
 from compiler.weights.safetensors_io import (
     DTYPE_WIDTH,
@@ -33,7 +34,6 @@ from compiler.weights.safetensors_io import (
     U8Array,
 )
 
-DEFAULT_CHUNK = 1 << 20
 MIN_CHUNK = 1 << 12
 MAX_CHUNK = 1 << 26
 # Release mapped pages after this many bytes so RSS stays flat.
