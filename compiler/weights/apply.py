@@ -16,6 +16,7 @@ import errno
 import os
 import shutil
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,10 +174,16 @@ def _write_file(
     where = f"{reader.path}: file {ft.name or '(single)'}"
     tensors = hdr.tensors[first : first + len(ft.tensors)]
     prefix = _checked_prefix(reader, ft, tensors, dec, where)
-    buf = np.empty(hdr.chunk_size, dtype=np.uint8)
+    # Two buffers: chunk i is written by the writer thread while chunk i+1 is decoded
+    # (numpy, zstd and os.write all release the GIL). One writer keeps the file order.
+    bufs = [np.empty(hdr.chunk_size, dtype=np.uint8) for _ in range(2)]
+    busy: list[Future[None] | None] = [None, None]
+    submitted: list[Future[None]] = []  # every write, so none fails unnoticed
+    turn = 0
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="standbyc-apply-write")
     try:
-        _write_all(fd, prefix.data)
+        writer.submit(_write_all, fd, prefix.data).result()
         for t in tensors:
             src = base.by_name.get(t.source.name) if t.source is not None else None
             if t.source is not None and (src is None or src.info.nbytes != t.nbytes):
@@ -186,18 +193,27 @@ def _write_file(
             for lo, hi, op in iter_chunks(t, hdr.chunk_size):
                 if src is not None and (op is None or op.op == "c"):
                     # In-kernel copy: no Python-level pass over unchanged bytes.
-                    _copy_range(src.file, src.info.begin + lo, fd, hi - lo)
+                    submitted.append(
+                        writer.submit(_copy_range, src.file, src.info.begin + lo, fd, hi - lo)
+                    )
                 else:
                     assert op is not None
                     old = src.file.view(src.info.begin + lo, src.info.begin + hi) if src else None
-                    out = buf[: hi - lo]
+                    pending = busy[turn]
+                    if pending is not None:
+                        pending.result()  # this buffer's previous write is done (or raises)
+                    out = bufs[turn][: hi - lo]
                     dec.decode(op.op, payload=reader.section(op.offset, op.length),
                                params=op.params, old=old, out=out, width=DTYPE_WIDTH[t.dtype],
                                where=f"{where}: tensor {t.name!r} bytes [{lo}, {hi})")  # fmt: skip
-                    _write_all(fd, out.data)
+                    written = writer.submit(_write_all, fd, out.data)
+                    busy[turn] = written
+                    submitted.append(written)
+                    turn ^= 1
                     payload_from = op.offset if payload_from < 0 else payload_from
                     if hi - done >= WINDOW or hi == t.nbytes:
-                        # Release in windows: one madvise per chunk costs ~50 us.
+                        # Release in windows: one madvise per chunk costs ~50 us. The
+                        # writer only reads our own buffers, never these mapped pages.
                         reader.release(payload_from, op.offset + op.length)
                         payload_from = -1
                         if src is not None:
@@ -205,10 +221,13 @@ def _write_file(
                         done = hi
             if progress:
                 progress(t.nbytes)
+        for future in submitted:
+            future.result()  # in order: raises the first failed write
         t0 = time.perf_counter()
         os.fsync(fd)
         stats.fsync_seconds += time.perf_counter() - t0
     finally:
+        writer.shutdown(wait=True)
         os.close(fd)
 
 
