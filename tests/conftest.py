@@ -69,3 +69,15 @@ def import_torch() -> Any:
 
         return torch
     return pytest.importorskip("torch")
+
+
+def field_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path into nested dicts and lists (for mutation tests)."""
+    out = [prefix]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += field_paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += field_paths(v, (*prefix, i))
+    return out

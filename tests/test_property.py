@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, field_paths, run_cli
 
 BASE = YAML(typ="safe").load((REPO / "specs" / "inference-engine.yaml").read_text())
 
@@ -34,18 +34,7 @@ values = st.recursive(
 )
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
-PATHS = [p for p in _paths(BASE) if p]
+PATHS = [p for p in field_paths(BASE) if p]
 
 
 def _mutate(

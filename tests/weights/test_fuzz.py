@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import xxhash
@@ -22,6 +21,7 @@ from compiler.weights.diff import diff
 from compiler.weights.errors import WeightsError
 from compiler.weights.safetensors_io import SafetensorsFile, parse_header
 from compiler.weights.testing import rl_pair, transformer_specs
+from tests.conftest import field_paths
 from tests.weights.test_format import tiny_pair
 
 FUZZ = settings(max_examples=1500, deadline=None, derandomize=True,
@@ -102,23 +102,12 @@ JSON = st.recursive(
 )  # fmt: skip
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
 @FUZZ
 @given(data=st.data(), which=st.sampled_from(["tiny", "rl"]))
 def test_resealed_header_mutations(cases: dict[str, Case], data: st.DataObject, which: str) -> None:
     case = cases[which]
     doc = json.loads(case.raw[64 : 64 + case.hlen])
-    path = data.draw(st.sampled_from(_paths(doc)[1:]))
+    path = data.draw(st.sampled_from(field_paths(doc)[1:]))
     parent = doc
     for key in path[:-1]:
         parent = parent[key]
