@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +72,6 @@ class Emitted:
     relpath: str
     obj: dict[str, Any]
     is_resource: bool = True  # listed in kustomization.yaml
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -169,10 +167,6 @@ def check_shape(text: str, template: str, expect: Expect) -> dict[str, Any]:
 
 def filename(kind: str, name: str) -> str:
     return f"{kind.lower()}-{name}.yaml"
-
-
-def resources(items: Iterable[Emitted]) -> list[Emitted]:
-    return [e for e in items if e.is_resource]
 
 
 def meta(
