@@ -75,18 +75,17 @@ def diff(current: dict[str, str], desired: dict[str, str], out_name: str) -> str
 
 @contextlib.contextmanager
 def locked(out: Path) -> Iterator[None]:
-    """One standbyc at a time per output directory."""
+    """One standbyc at a time per output directory (a lock on its parent: no stray file)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = _sibling(out, "lock")
-    with lock_path.open("w") as handle:
+    fd = os.open(out.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise UsageError(f"another standbyc is writing {out}; try again") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def recover(out: Path) -> None:

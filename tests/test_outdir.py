@@ -26,7 +26,7 @@ def test_failed_compile_leaves_out_unchanged(workdir: Path) -> None:
     result = run_cli("compile", "--no-validate")
     assert result.code == 2
     assert tree(workdir / "out") == before
-    assert sorted(p.name for p in workdir.iterdir()) == [".out.standbyc-lock", "out", "specs"]
+    assert sorted(p.name for p in workdir.iterdir()) == ["out", "specs"]
 
 
 def test_failed_validation_leaves_out_unchanged(workdir: Path) -> None:
@@ -178,3 +178,10 @@ def test_check_changed_maps_an_edited_output_file_to_its_spec(workdir: Path) -> 
     result = run_cli("check", "--changed", str(sa.relative_to(workdir)))
     assert result.code == 1
     assert "-x: 1" in result.out
+
+
+def test_a_second_writer_is_refused(workdir: Path) -> None:
+    with outdir.locked(workdir / "out"):
+        result = run_cli("compile", "--no-validate")
+    assert result.code == 2
+    assert result.err == "standbyc: another standbyc is writing out; try again\n"
