@@ -90,17 +90,22 @@ def run(
     binary = require(name)
     argv = (str(binary), *args)
     start = time.perf_counter()
-    proc = subprocess.run(
-        argv,
-        cwd=cwd,
-        env=dict(env) if env is not None else None,
-        input=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            input=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ToolFailed(
+            f"{name} did not finish within {timeout:g} s\ncommand: {' '.join(argv)}"
+        ) from None
     seconds = time.perf_counter() - start
     result = Result(argv, proc.returncode, proc.stdout, proc.stderr or "", seconds)
     if proc.returncode not in ok_codes:
