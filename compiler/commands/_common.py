@@ -41,13 +41,14 @@ def add_format_option(parser: argparse.ArgumentParser) -> None:
 
 
 def desired_tree(
-    args: argparse.Namespace, only: list[Path] | None = None
+    args: argparse.Namespace, paths: list[Path] | None = None
 ) -> tuple[list[CompiledSpec], Contents, dict[str, str]]:
-    """Compile the specs (or ``only`` these) and merge with the rest of ``out/``."""
+    """Compile ``paths`` (default: the specs on the command line) and merge with ``out/``."""
     from compiler import outdir, pipeline
     from compiler.render.base import Renderer
 
-    paths = only if only is not None else pipeline.discover(args.paths or [Path("specs")])
+    if paths is None:
+        paths = pipeline.discover(args.paths or [Path("specs")])
     renderer = Renderer(args.templates)
     current = outdir.read(args.out)
     compiled, desired = pipeline.build_tree(paths, renderer, current.owned)

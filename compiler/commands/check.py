@@ -62,10 +62,9 @@ def _source_in_out(path: Path, out: Path) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from compiler import outdir, pipeline
 
-    only = None
-    if args.changed:
-        only = specs_for(args.changed, pipeline.discover(args.paths or [Path("specs")]), args.out)
-    _, current, desired = desired_tree(args, only)
+    specs = pipeline.discover(args.paths or [Path("specs")])
+    only = specs_for(args.changed, specs, args.out) if args.changed else None
+    _, current, desired = desired_tree(args, specs if only is None else only)
     text = outdir.diff(current.owned, desired, args.out.as_posix())
     stale = sorted(
         p for p in set(current.owned) | set(desired) if current.owned.get(p) != desired.get(p)

@@ -8,6 +8,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from compiler import tools
+from compiler.commands._common import add_format_option
 from compiler.errors import EXIT_FAILED, EXIT_OK, StandbycError
 from compiler.validate import pins as pinfile
 from compiler.validate import schemas
@@ -114,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "doctor", help="report which validators and schema sets are installed"
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_option(parser)
     parser.set_defaults(func=run)
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from compiler.commands._common import add_format_option
 from compiler.errors import EXIT_FAILED, EXIT_OK, UsageError
 from compiler.validate import validate_tree
 
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="Kubernetes version to validate against, e.g. 1.31 (repeatable; default: the matrix)",
     )
     parser.add_argument("--schema-dir", type=Path, help="offline schema directory")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_option(parser)
     parser.add_argument(
         "--changed",
         nargs="+",

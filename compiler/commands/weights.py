@@ -11,6 +11,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
+from compiler.commands._common import add_format_option
 from compiler.weights import DEFAULT_CHUNK
 
 
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("path", type=Path, metavar="FILE|DIR")
     m.add_argument("-o", "--output", type=Path, help="write the manifest here (default stdout)")
     m.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK)
-    _fmt(m)
+    add_format_option(m)
     m.set_defaults(func=_lazy("cmd_manifest"))
 
     d = wsub.add_parser("diff", help="write a delta from OLD (or its manifest) to NEW")
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="diff against the standby's manifest instead of OLD's bytes",
     )
     d.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK)
-    _fmt(d)
+    add_format_option(d)
     d.set_defaults(func=_lazy("cmd_diff"))
 
     a = wsub.add_parser("apply", help="rebuild NEW from BASE and a delta, verified")
@@ -54,15 +55,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     where = a.add_mutually_exclusive_group(required=True)
     where.add_argument("-o", "--output", type=Path, metavar="OUT")
     where.add_argument("--in-place", action="store_true", help="replace BASE atomically")
-    _fmt(a)
+    add_format_option(a)
     a.set_defaults(func=_lazy("cmd_apply"))
 
     v = wsub.add_parser("verify", help="check a checkpoint against a manifest")
     v.add_argument("path", type=Path, metavar="FILE|DIR")
     v.add_argument("--manifest", type=Path, required=True, metavar="M.json")
-    _fmt(v)
+    add_format_option(v)
     v.set_defaults(func=_lazy("cmd_verify"))
-
-
-def _fmt(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=("text", "json"), default="text")
