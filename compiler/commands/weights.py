@@ -55,6 +55,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     where = a.add_mutually_exclusive_group(required=True)
     where.add_argument("-o", "--output", type=Path, metavar="OUT")
     where.add_argument("--in-place", action="store_true", help="replace BASE atomically")
+    a.add_argument(
+        "--reread",
+        action="store_true",
+        help="before the rename, hash the written output again from the filesystem "
+        "(its bytes are always hashed as they are written)",
+    )
     add_format_option(a)
     a.set_defaults(func=_lazy("cmd_apply"))
 

@@ -88,8 +88,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     out = None if args.in_place else args.output
-    with byte_progress("apply", 2 * _size(args.base), args.format == "text") as prog:
-        stats = apply(args.base, args.delta, out, progress=prog)
+    passes = 3 if args.reread else 2  # base check, write, optional re-read
+    with byte_progress("apply", passes * _size(args.base), args.format == "text") as prog:
+        stats = apply(args.base, args.delta, out, progress=prog, reread=args.reread)
     target = args.base if out is None else out
     doc = stats.to_json() | {"output": str(target), "verified": True}
     _emit(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 from collections.abc import Callable
@@ -12,7 +13,9 @@ import pytest
 import xxhash
 
 from compiler.cli import main
+from compiler.weights.apply import apply
 from compiler.weights.deltafile import PREAMBLE
+from compiler.weights.errors import DeltaError
 from tests.weights.conftest import Pair, sha256
 
 
@@ -278,3 +281,61 @@ def test_diff_refuses_bad_new(
         f"standbyc: {bad}: tensor 'a2': entry must have exactly dtype, shape and data_offsets\n"
     )
     assert not (tmp_path / "x").exists()
+
+
+def test_rebuilt_bytes_must_match_the_declared_tensor_hash(
+    setup: tuple[Path, Path, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checksums intact, but a tensor rebuilds to other bytes than declared: refused."""
+    base, delta, raw = setup
+    fake = "0" * 32
+
+    def lie(doc: dict[str, object]) -> None:
+        doc["tensors"][0]["xxh128"] = fake  # type: ignore[index]
+
+    delta.write_bytes(rewrite(raw, lie))
+    msg = refuse(base, delta, capsys)
+    assert re.fullmatch(
+        rf"{re.escape(str(delta))}: file \(single\): tensor 'embed\.weight' rebuilt with "
+        rf"hash [0-9a-f]{{32}}, the delta says {fake}",
+        msg,
+    ), msg
+
+
+def test_base_changed_during_apply_is_refused(setup: tuple[Path, Path, bytes]) -> None:
+    """The base is touched after its check, while apply copies from it: no output."""
+    base, delta, _ = setup
+    out = base.parent / "out.safetensors"
+    size = base.stat().st_size
+    seen = 0
+
+    def touch_base_once_writing(n: int) -> None:
+        nonlocal seen
+        before, seen = seen, seen + n
+        if before < size <= seen:  # the base check is done; writing starts now
+            os.utime(base, ns=(1, 1))
+
+    with pytest.raises(DeltaError, match=r"the base changed while the delta was applied$"):
+        apply(base, delta, out, progress=touch_base_once_writing)
+    assert not out.exists()
+    assert [p.name for p in base.parent.iterdir() if "standbyc-tmp" in p.name] == []
+
+
+def test_not_enough_space_is_refused_before_writing(
+    setup: tuple[Path, Path, bytes],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base, delta, _ = setup
+    real = os.statvfs(base.parent)
+
+    class Full:
+        f_bavail, f_frsize = 10, real.f_frsize
+
+    monkeypatch.setattr("compiler.weights.apply.os.statvfs", lambda _p: Full)
+    msg = refuse(base, delta, capsys)
+    assert re.fullmatch(
+        rf".*: the target needs \d+ bytes, the filesystem has {10 * real.f_frsize} free; "
+        "nothing was written",
+        msg,
+    ), msg

@@ -44,7 +44,9 @@ def roundtrip(p: Pair, tmp: Path, capsys: pytest.CaptureFixture[str]) -> dict[st
     man, delta2, out2 = tmp / "m.json", tmp / "d2.delta", tmp / "out2"
     assert run("weights", "manifest", p.old, "-o", man) == 0
     assert run("weights", "diff", "--base-manifest", man, p.new, "-o", delta2) == 0
-    assert run("weights", "apply", p.old, delta2, "-o", out2) == 0
+    capsys.readouterr()
+    assert run("weights", "apply", p.old, delta2, "-o", out2, "--reread", "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out)["reread"] is True
     assert sha256(out2) == sha256(p.new)
     return stats
 
