@@ -1,6 +1,6 @@
 """Benchmark of standbyc's weight deltas against the seed's scheme, rsync and a full copy.
 
-Run: ``python bench/weights_bench.py`` (about 4 minutes on 2 cores). Generates
+Run: ``python bench/weights_bench.py`` (about 8 minutes on 2 cores). Generates
 checkpoints on the fly in a temp dir, prints a table and writes
 ``bench/results/weights-<time>.json``. Every standbyc run is a subprocess so its
 peak RSS is measured on its own (``wait4`` rusage).
@@ -91,23 +91,50 @@ def fast_sparse_pair(old: Path, new: Path, gib: float, frac: float = 0.02) -> No
     write_safetensors(new, specs, after, {"format": "pt"})
 
 
+def median_run(argv: list[str], runs: int, before: Any = None) -> tuple[dict[str, Any], int]:
+    """Run standbyc ``runs`` times; the JSON of the median run (by its own seconds), peak RSS."""
+    docs, peak = [], 0
+    for _ in range(runs):
+        if before is not None:
+            before()
+        doc, _, rss = run_rusage(argv)
+        docs.append(doc)
+        peak = max(peak, rss)
+    docs.sort(key=lambda d: float(d["seconds"]))
+    return docs[len(docs) // 2], peak
+
+
 def measure(
-    name: str, old: Path, new: Path, work: Path, *, rsync: bool, changed_raw: int | None = None
+    name: str,
+    old: Path,
+    new: Path,
+    work: Path,
+    *,
+    rsync: bool,
+    runs: int,
+    changed_raw: int | None = None,
 ) -> dict[str, Any]:
     size = new.stat().st_size
     for p in (old, new):
         warm(p)
     delta = work / f"{name}.delta"
-    d, _, d_rss = run_rusage(["weights", "diff", str(old), str(new), "-o", str(delta)])
+    d, d_rss = median_run(["weights", "diff", str(old), str(new), "-o", str(delta)], runs)
     warm(delta)
-    out_disk = work / f"{name}.out"
-    a, _, a_rss = run_rusage(["weights", "apply", str(old), str(delta), "-o", str(out_disk)])
-    out_disk.unlink()
+    applies: dict[str, tuple[dict[str, Any], int]] = {}
     shm = Path("/dev/shm") / f"standbyc-bench-{os.getpid()}-{name}"
-    a2, _, _ = run_rusage(["weights", "apply", str(old), str(delta), "-o", str(shm)])
-    shm.unlink()
+    for label, out, extra in (
+        ("disk", work / f"{name}.out", []),
+        ("tmpfs", shm, []),
+        ("tmpfs_reread", shm, ["--reread"]),
+    ):
+        # A fresh output path each run: replacing a file would also time freeing the old one.
+        argv = ["weights", "apply", str(old), str(delta), "-o", str(out), *extra]
+        applies[label] = median_run(argv, runs, before=lambda o=out: o.unlink(missing_ok=True))
+        out.unlink(missing_ok=True)
+    a = applies["disk"][0]
     row: dict[str, Any] = {
         "pair": name,
+        "runs": runs,
         "model_bytes": size,
         "standbyc_bytes": d["delta_bytes"],
         "seed_bytes": seed_bytes(old, new),
@@ -119,12 +146,14 @@ def measure(
         "apply_seconds": a["seconds"],
         "apply_fsync_seconds": a["fsync_seconds"],
         "apply_gb_s": size / a["seconds"] / 1e9,
-        "apply_gb_s_tmpfs": size / a2["seconds"] / 1e9,
-        "apply_peak_rss": a_rss,
+        "apply_peak_rss": max(rss for _, rss in applies.values()),
         "tensors": d["tensors"],
         "chunks": d["chunks"],
         "changed_tensor_bytes": changed_raw,
     }
+    for label in ("tmpfs", "tmpfs_reread"):
+        row[f"apply_{label}_seconds"] = applies[label][0]["seconds"]
+        row[f"apply_gb_s_{label}"] = size / applies[label][0]["seconds"] / 1e9
     delta.unlink()
     return row
 
@@ -138,6 +167,7 @@ def main() -> int:
     ap.add_argument("--rl-gib", type=float, default=1.0)
     ap.add_argument("--rss-gib", type=float, default=4.0, help="0 skips the RSS run")
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--runs", type=int, default=3, help="runs per measurement; medians")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="standbyc-bench-", dir=args.workdir))
     rows = []
@@ -148,7 +178,8 @@ def main() -> int:
         rl_pair(work / "rl_old", work / "rl_new", transformer_specs(layers, 2048, 32000),
                 lr=5e-7)  # fmt: skip
         print(f"generated RL pair in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        rows.append(measure("rl_bf16", work / "rl_old", work / "rl_new", work, rsync=True))
+        rows.append(measure("rl_bf16", work / "rl_old", work / "rl_new", work, rsync=True,
+                            runs=args.runs))  # fmt: skip
         for p in ("rl_old", "rl_new"):
             (work / p).unlink()
 
@@ -157,7 +188,7 @@ def main() -> int:
         finetune_pair(work / "ft_old", work / "ft_new", specs, trained)
         changed = sum(int(np.prod(s[2])) * 4 for s in specs if s[0] in trained)
         rows.append(measure("finetune_fp32", work / "ft_old", work / "ft_new", work,
-                            rsync=True, changed_raw=changed))  # fmt: skip
+                            rsync=True, runs=args.runs, changed_raw=changed))  # fmt: skip
         for p in ("ft_old", "ft_new"):
             (work / p).unlink()
 
@@ -169,22 +200,25 @@ def main() -> int:
                 file=sys.stderr,
             )
             rows.append(measure(f"bf16_{args.rss_gib:g}gib", work / "big_old", work / "big_new",
-                                work, rsync=False))  # fmt: skip
+                                work, rsync=False, runs=args.runs))  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     print(
         f"\n{'pair':<16}{'model':>10}{'standbyc':>10}{'seed':>9}{'rsync':>9}{'full':>7}"
-        f"{'diff GB/s':>11}{'apply GB/s':>12}{'(tmpfs)':>9}{'diff RSS':>10}{'apply RSS':>11}"
+        f"{'diff GB/s':>11}{'apply GB/s disk':>17}{'tmpfs':>7}{'+reread':>9}"
+        f"{'diff RSS':>10}{'apply RSS':>11}"
     )
     for r in rows:
         s = r["model_bytes"]
         print(
             f"{r['pair']:<16}{s / 2**30:>8.2f}Gi{pct(r['standbyc_bytes'], s):>10}"
             f"{pct(r['seed_bytes'], s):>9}{pct(r['rsync_bytes'], s):>9}{'100%':>7}"
-            f"{r['diff_gb_s']:>11.2f}{r['apply_gb_s']:>12.2f}{r['apply_gb_s_tmpfs']:>9.2f}"
+            f"{r['diff_gb_s']:>11.2f}{r['apply_gb_s']:>17.2f}{r['apply_gb_s_tmpfs']:>7.2f}"
+            f"{r['apply_gb_s_tmpfs_reread']:>9.2f}"
             f"{r['diff_peak_rss'] / MIB:>8.0f}Mi{r['apply_peak_rss'] / MIB:>9.0f}Mi"
         )
+    print(f"\nmedians of {args.runs} runs each; GB/s = model bytes / standbyc's own seconds")
     results = ROOT / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
     out = results / f"weights-{time.strftime('%Y%m%dT%H%M%S')}.json"

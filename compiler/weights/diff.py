@@ -125,16 +125,19 @@ def _write(
         })  # fmt: skip
     tensors = []
     digest_files = []
-    for f in new.files:
-        hashes = []
-        for t in f.tensors:
-            entry = _tensor(Located(f, t), old, by_name=by_name, by_hash=by_hash, chunk=chunk,
-                            enc=enc, writer=writer, stats=stats)  # fmt: skip
-            hashes.append(bytes.fromhex(entry["xxh128"]))
-            tensors.append(entry)
-            if progress:
-                progress(t.nbytes)
-        digest_files.append((f.name, h128(f.view(0, f.data_start)), hashes))
+    try:
+        for f in new.files:
+            hashes = []
+            for t in f.tensors:
+                entry = _tensor(Located(f, t), old, by_name=by_name, by_hash=by_hash,
+                                chunk=chunk, enc=enc, writer=writer, stats=stats)  # fmt: skip
+                hashes.append(bytes.fromhex(entry["xxh128"]))
+                tensors.append(entry)
+                if progress:
+                    progress(t.nbytes)
+            digest_files.append((f.name, h128(f.view(0, f.data_start)), hashes))
+    finally:
+        enc.close()
     index_hash = h128(new.index_bytes) if new.index_bytes is not None else None
     return {
         "format": FORMAT,

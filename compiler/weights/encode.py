@@ -7,6 +7,7 @@ candidates that cannot win (sparse beyond 1/(width+1) changed, say).
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,21 +60,25 @@ def unshuffle(data: U8Array, width: int) -> U8Array:
 
 
 class Encoder:
-    """Encodes chunks; reuses one zstd context and scratch buffers."""
+    """Encodes chunks; reuses zstd contexts and scratch buffers. ``close`` when done."""
 
     def __init__(self, chunk: int, level: int = ZSTD_LEVEL) -> None:
         self._z = zstandard.ZstdCompressor(level=level)
+        self._z_side = zstandard.ZstdCompressor(level=level)  # used by the side thread only
+        self._side: ThreadPoolExecutor | None = None
         self._mask = np.empty(chunk, dtype=np.bool_)
         self._xor = np.empty(chunk, dtype=np.uint8)
+
+    def close(self) -> None:
+        if self._side is not None:
+            self._side.shutdown(wait=True)
+            self._side = None
 
     def _zc(self, data: U8Array | npt.NDArray[np.generic]) -> bytes:
         return self._z.compress(np.ascontiguousarray(data).view(np.uint8).data)
 
     def raw(self, new: U8Array, width: int) -> Encoded:
-        packed = self._zc(shuffle(new, width))
-        if len(packed) < len(new):
-            return Encoded(RAW_Z, packed)
-        return Encoded(RAW, new.tobytes())
+        return _raw(self._z, new, width)
 
     def delta(self, old: U8Array, new: U8Array, width: int) -> Encoded:
         """Smallest lossless encoding of ``new`` given ``old`` (same length)."""
@@ -92,14 +97,21 @@ class Encoder:
         best: Encoded | None = None
         if nnz * (width + 1) < n:
             best = self._sparse(idx, np.bitwise_xor(ow[idx], nw[idx]), width)
+        raw: Future[Encoded] | None = None
+        if nnz * 2 > elems:
+            # Dense change: compressing NEW as is competes with XOR. zstd releases the
+            # GIL and is compute-bound, so the two compressions run side by side.
+            if self._side is None:
+                self._side = ThreadPoolExecutor(1, thread_name_prefix="standbyc-encode")
+            raw = self._side.submit(_raw, self._z_side, new, width)
         if best is None or nnz * 16 > elems:
             x = self._xor[:n]
             np.bitwise_xor(old, new, out=x)
             cand = Encoded(XOR, self._zc(shuffle(x, width)))
             if best is None or len(cand.payload) < len(best.payload):
                 best = cand
-        if nnz * 2 > elems:
-            cand = self.raw(new, width)
+        if raw is not None:
+            cand = raw.result()
             if len(cand.payload) < len(best.payload):
                 best = cand
         return best
@@ -113,6 +125,13 @@ class Encoder:
         g = self._zc(shuffle(gaps.astype(UINT_OF_WIDTH[gw]).view(np.uint8), gw))
         v = self._zc(shuffle(np.ascontiguousarray(values).view(np.uint8), width))
         return Encoded(SPARSE, g + v, (len(idx), gw, len(g)))
+
+
+def _raw(z: zstandard.ZstdCompressor, new: U8Array, width: int) -> Encoded:
+    packed = z.compress(shuffle(new, width).data)
+    if len(packed) < len(new):
+        return Encoded(RAW_Z, packed)
+    return Encoded(RAW, new.tobytes())
 
 
 class Decoder:
