@@ -147,6 +147,21 @@ class DeltaWriter:
             self._tmp.unlink(missing_ok=True)
         return PREAMBLE.size + len(raw) + self.length
 
+    def mark(self) -> tuple[int, Any]:
+        """A point to roll the payload back to (see ``rollback``)."""
+        return self.length, self._hash.copy()
+
+    def rollback(self, mark: tuple[int, Any]) -> None:
+        """Drop every section added since ``mark``."""
+        length, state = mark
+        if length == self.length:
+            return
+        self._f.flush()
+        self._f.truncate(length)
+        self._f.seek(length)
+        self._hash = state.copy()
+        self.length = length
+
     def abort(self) -> None:
         self._f.close()
         self._tmp.unlink(missing_ok=True)

@@ -8,6 +8,11 @@ Per target tensor, in NEW's file and data order:
 3. same name and byte length -> per chunk: copy when the chunk hashes match,
    else the smallest of sparse / XOR / raw (raw only, with a manifest base);
 4. otherwise raw chunks (added tensor, or size changed).
+
+Case 3 takes one pass: each chunk is hashed and, when it differs, encoded at
+once while its bytes are still in the CPU cache. Only then is the tensor's
+hash known; if it turns out to be a whole copy (1 or 2), the chunks just
+written to the payload are rolled back.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from compiler.weights.manifest import (
     chunk_spans,
     h128,
     hash_tensor,
+    tensor_hash,
 )
 from compiler.weights.safetensors_io import Checkpoint, Located
 
@@ -167,46 +173,90 @@ def _tensor(
     stats: DiffStats,
 ) -> dict[str, Any]:
     f, t = loc.file, loc.info
-    th, new_chunks = hash_tensor(f, t, chunk)
+    same = by_name.get(t.name)
+    src = same if same is not None and same.nbytes == t.nbytes else None
+    mark = writer.mark()
+    if src is None:
+        # No chunk-wise source: hash first, a content match elsewhere (a rename,
+        # reshape or re-type) saves encoding the tensor raw.
+        th, _ = hash_tensor(f, t, chunk)
+        ops = None
+    else:
+        # One pass: each chunk is hashed, then encoded while it is still in cache.
+        old_loc = old.by_name.get(src.name) if old is not None else None
+        th, ops = _chunks(loc, src, old_loc, chunk=chunk, enc=enc, writer=writer)
     entry: dict[str, Any] = {
         "name": t.name, "dtype": t.dtype, "shape": list(t.shape),
         "nbytes": t.nbytes, "xxh128": th.hex(), "source": None,
     }  # fmt: skip
-    same = by_name.get(t.name)
     whole = same if same is not None and same.hash == th else by_hash.get(th)
     if whole is not None and t.nbytes:
+        writer.rollback(mark)  # drops a patch made against the same-named tensor
         entry["source"] = _ref(whole)
         entry["chunks"] = "copy"
         kind = "unchanged" if whole.name == t.name and whole.dtype == t.dtype and \
             whole.shape == t.shape else "copied"  # fmt: skip
         stats.tensors[kind] += 1
         return entry
-    src = same if same is not None and same.nbytes == t.nbytes else None
-    old_loc = old.by_name.get(src.name) if old is not None and src is not None else None
+    if ops is None:
+        ops = _raw_chunks(loc, chunk=chunk, enc=enc, writer=writer)
     entry["source"] = _ref(src) if src is not None else None
-    ops: list[list[Any]] = []
-    done = 0
-    for k, (lo, hi) in enumerate(chunk_spans(t.nbytes, chunk)):
-        if src is not None and src.chunks[k] == new_chunks[k]:
-            e = Encoded(COPY, b"")
-        elif old_loc is not None:
-            ob = old_loc.info.begin
-            e = enc.delta(old_loc.file.view(ob + lo, ob + hi), f.view(t.begin + lo, t.begin + hi),
-                          t.width)  # fmt: skip
-        else:
-            e = enc.raw(f.view(t.begin + lo, t.begin + hi), t.width)
-        ops.append([e.op, writer.add(e.payload), *e.params])
-        stats.chunks[e.op] += 1
-        stats.chunk_bytes[e.op] += len(e.payload)
-        if hi - done >= WINDOW or hi == t.nbytes:
-            f.release(t.begin + done, t.begin + hi)
-            if old_loc is not None:
-                ob = old_loc.info.begin
-                old_loc.file.release(ob + done, ob + hi)
-            done = hi
-    entry["chunks"] = ops
+    entry["chunks"] = [[op, size, *params] for op, size, params in ops]
+    for op, size, _ in ops:
+        stats.chunks[op] += 1
+        stats.chunk_bytes[op] += size
     stats.tensors["patched" if src is not None else "raw"] += 1
     return entry
+
+
+Op = tuple[str, int, tuple[int, ...]]  # op, payload bytes, parameters
+
+
+def _chunks(
+    loc: Located,
+    src: TensorEntry,
+    old: Located | None,
+    *,
+    chunk: int,
+    enc: Encoder,
+    writer: DeltaWriter,
+) -> tuple[bytes, list[Op]]:
+    """Hash and encode a tensor chunk by chunk against its same-named source."""
+    f, t = loc.file, loc.info
+    hashes: list[bytes] = []
+    ops: list[Op] = []
+    done = 0
+    for k, (lo, hi) in enumerate(chunk_spans(t.nbytes, chunk)):
+        new = f.view(t.begin + lo, t.begin + hi)
+        h = h128(new)
+        hashes.append(h)
+        if src.chunks[k] == h:
+            e = Encoded(COPY, b"")
+        elif old is not None:
+            ob = old.info.begin
+            e = enc.delta(old.file.view(ob + lo, ob + hi), new, t.width)
+        else:
+            e = enc.raw(new, t.width)  # the sender has only the standby's manifest
+        ops.append((e.op, writer.add(e.payload), e.params))
+        if hi - done >= WINDOW or hi == t.nbytes:
+            f.release(t.begin + done, t.begin + hi)
+            if old is not None:
+                old.file.release(old.info.begin + done, old.info.begin + hi)
+            done = hi
+    return tensor_hash(hashes), ops
+
+
+def _raw_chunks(loc: Located, *, chunk: int, enc: Encoder, writer: DeltaWriter) -> list[Op]:
+    f, t = loc.file, loc.info
+    ops: list[Op] = []
+    done = 0
+    for lo, hi in chunk_spans(t.nbytes, chunk):
+        e = enc.raw(f.view(t.begin + lo, t.begin + hi), t.width)
+        ops.append((e.op, writer.add(e.payload), e.params))
+        if hi - done >= WINDOW or hi == t.nbytes:
+            f.release(t.begin + done, t.begin + hi)
+            done = hi
+    return ops
 
 
 def _ref(src: TensorEntry) -> dict[str, Any]:

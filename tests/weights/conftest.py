@@ -122,6 +122,11 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pair]:
     shutil.copyfile(out["rl_bf16"].old, p.old)
     _write(p.new, {k: v for k, v in base.items() if k != "layers.1.mlp.up.weight"})
 
+    p = pair("swapped")  # same names and shapes, contents traded between two tensors
+    shutil.copyfile(out["rl_bf16"].old, p.old)
+    a, b = "layers.0.attn.out.weight", "layers.1.attn.out.weight"
+    _write(p.new, base | {a: base[b], b: base[a]})
+
     p = pair("renamed_reshaped_retyped")
     shutil.copyfile(out["rl_bf16"].old, p.old)
     moved = dict(base)

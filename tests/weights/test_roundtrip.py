@@ -21,7 +21,7 @@ from tests.weights.conftest import Pair, sha256
 
 PAIRS = [
     "rl_bf16", "finetune_fp32", "nothing_changed", "all_changed", "tensor_added",
-    "tensor_removed", "renamed_reshaped_retyped", "sharded", "shard_layout_changed",
+    "tensor_removed", "swapped", "renamed_reshaped_retyped", "sharded", "shard_layout_changed",
     "single_to_sharded",
 ]  # fmt: skip
 TORCH_PAIRS = ["torch_rl_bf16", "torch_finetune_fp32"]
@@ -118,6 +118,21 @@ def test_rename_reshape_retype_are_copies(
     stats = roundtrip(pairs["renamed_reshaped_retyped"], tmp_path, capsys)
     assert stats["tensors"] == {"unchanged": 9, "copied": 3}
     assert stats["chunks"] == {}
+
+
+def test_swapped_tensors_are_copies_not_patches(
+    pairs: dict[str, Pair], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each swapped tensor is first patched against its namesake while it is hashed,
+    then found whole under the other name: the patch is dropped from the payload."""
+    p = pairs["swapped"]
+    stats = roundtrip(p, tmp_path, capsys)
+    assert stats["tensors"] == {"unchanged": 10, "copied": 2}
+    assert stats["chunks"] == {}
+    nothing = tmp_path / "nothing.delta"
+    assert run("weights", "diff", p.old, p.old, "-o", nothing) == 0
+    # Only the two tensors' source names and hashes differ from an empty delta.
+    assert int(stats["delta_bytes"]) - nothing.stat().st_size < 300  # type: ignore[call-overload]
 
 
 def test_in_place_file_and_directory(pairs: dict[str, Pair], tmp_path: Path) -> None:
