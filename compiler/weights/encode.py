@@ -96,7 +96,7 @@ class Encoder:
             return Encoded(COPY, b"")
         best: Encoded | None = None
         if nnz * (width + 1) < n:
-            best = self._sparse(idx, np.bitwise_xor(ow[idx], nw[idx]), width)
+            best = self._sparse(idx, np.bitwise_xor(ow.take(idx), nw.take(idx)), width)
         raw: Future[Encoded] | None = None
         if nnz * 2 > elems:
             # Dense change: compressing NEW as is competes with XOR. zstd releases the
@@ -119,7 +119,10 @@ class Encoder:
     def _sparse(
         self, idx: npt.NDArray[np.intp], values: npt.NDArray[np.generic], width: int
     ) -> Encoded:
-        gaps = np.diff(idx, prepend=-1) - 1
+        gaps = np.empty_like(idx)  # positions between changes; idx is sorted, non-empty
+        gaps[0] = idx[0]
+        np.subtract(idx[1:], idx[:-1], out=gaps[1:])
+        gaps[1:] -= 1
         top = int(gaps.max())
         gw = next(w for w in GAP_WIDTHS if top < 1 << (8 * w))
         g = self._zc(shuffle(gaps.astype(UINT_OF_WIDTH[gw]).view(np.uint8), gw))
