@@ -1,6 +1,6 @@
 """Benchmark of standbyc's weight deltas against the seed's scheme, rsync and a full copy.
 
-Run: ``python bench/weights_bench.py`` (about 8 minutes on 2 cores). Generates
+Run: ``python bench/weights_bench.py`` (about 10 minutes on 2 cores). Generates
 checkpoints on the fly in a temp dir, prints a table and writes
 ``bench/results/weights-<time>.json``. Every standbyc run is a subprocess so its
 peak RSS is measured on its own (``wait4`` rusage).
@@ -91,13 +91,21 @@ def fast_sparse_pair(old: Path, new: Path, gib: float, frac: float = 0.02) -> No
     write_safetensors(new, specs, after, {"format": "pt"})
 
 
-def median_run(argv: list[str], runs: int, before: Any = None) -> tuple[dict[str, Any], int]:
-    """Run standbyc ``runs`` times; the JSON of the median run (by its own seconds), peak RSS."""
+def median_run(
+    argv: list[str], runs: int, settle: float, after: Any = None
+) -> tuple[dict[str, Any], int]:
+    """Run standbyc ``runs`` times; the JSON of the median run (by its own seconds), peak RSS.
+
+    ``after`` cleans up after each run (removes the output), then the machine
+    gets ``settle`` seconds: a VM that hands freed memory back to its host in
+    the background makes a run that starts meanwhile 2-3x slower.
+    """
     docs, peak = [], 0
     for _ in range(runs):
-        if before is not None:
-            before()
+        time.sleep(settle)
         doc, _, rss = run_rusage(argv)
+        if after is not None:
+            after()
         docs.append(doc)
         peak = max(peak, rss)
     docs.sort(key=lambda d: float(d["seconds"]))
@@ -112,13 +120,14 @@ def measure(
     *,
     rsync: bool,
     runs: int,
+    settle: float,
     changed_raw: int | None = None,
 ) -> dict[str, Any]:
     size = new.stat().st_size
     for p in (old, new):
         warm(p)
     delta = work / f"{name}.delta"
-    d, d_rss = median_run(["weights", "diff", str(old), str(new), "-o", str(delta)], runs)
+    d, d_rss = median_run(["weights", "diff", str(old), str(new), "-o", str(delta)], runs, settle)
     warm(delta)
     applies: dict[str, tuple[dict[str, Any], int]] = {}
     shm = Path("/dev/shm") / f"standbyc-bench-{os.getpid()}-{name}"
@@ -129,8 +138,7 @@ def measure(
     ):
         # A fresh output path each run: replacing a file would also time freeing the old one.
         argv = ["weights", "apply", str(old), str(delta), "-o", str(out), *extra]
-        applies[label] = median_run(argv, runs, before=lambda o=out: o.unlink(missing_ok=True))
-        out.unlink(missing_ok=True)
+        applies[label] = median_run(argv, runs, settle, after=lambda o=out: o.unlink())
     a = applies["disk"][0]
     row: dict[str, Any] = {
         "pair": name,
@@ -168,6 +176,7 @@ def main() -> int:
     ap.add_argument("--rss-gib", type=float, default=4.0, help="0 skips the RSS run")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--runs", type=int, default=3, help="runs per measurement; medians")
+    ap.add_argument("--settle", type=float, default=3.0, help="idle seconds before each run")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="standbyc-bench-", dir=args.workdir))
     rows = []
@@ -179,7 +188,7 @@ def main() -> int:
                 lr=5e-7)  # fmt: skip
         print(f"generated RL pair in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         rows.append(measure("rl_bf16", work / "rl_old", work / "rl_new", work, rsync=True,
-                            runs=args.runs))  # fmt: skip
+                            runs=args.runs, settle=args.settle))  # fmt: skip
         for p in ("rl_old", "rl_new"):
             (work / p).unlink()
 
@@ -187,8 +196,8 @@ def main() -> int:
         trained = [s[0] for s in specs if s[0].startswith("layers.5.")]
         finetune_pair(work / "ft_old", work / "ft_new", specs, trained)
         changed = sum(int(np.prod(s[2])) * 4 for s in specs if s[0] in trained)
-        rows.append(measure("finetune_fp32", work / "ft_old", work / "ft_new", work,
-                            rsync=True, runs=args.runs, changed_raw=changed))  # fmt: skip
+        rows.append(measure("finetune_fp32", work / "ft_old", work / "ft_new", work, rsync=True,
+                            runs=args.runs, settle=args.settle, changed_raw=changed))  # fmt: skip
         for p in ("ft_old", "ft_new"):
             (work / p).unlink()
 
@@ -200,7 +209,7 @@ def main() -> int:
                 file=sys.stderr,
             )
             rows.append(measure(f"bf16_{args.rss_gib:g}gib", work / "big_old", work / "big_new",
-                                work, rsync=False, runs=args.runs))  # fmt: skip
+                                work, rsync=False, runs=args.runs, settle=args.settle))  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
