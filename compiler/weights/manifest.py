@@ -58,9 +58,7 @@ def tensor_hash(chunk_hashes: list[bytes]) -> bytes:
     return h128(b"".join(chunk_hashes))
 
 
-def hash_tensor(
-    f: SafetensorsFile, t: TensorInfo, chunk: int, progress: Progress | None = None
-) -> tuple[bytes, list[bytes]]:
+def hash_tensor(f: SafetensorsFile, t: TensorInfo, chunk: int) -> tuple[bytes, list[bytes]]:
     """Hash one tensor chunk by chunk straight from the mmap."""
     hashes: list[bytes] = []
     done = 0
@@ -68,8 +66,6 @@ def hash_tensor(
         hashes.append(h128(f.view(t.begin + lo, t.begin + hi)))
         if hi - done >= WINDOW or hi == t.nbytes:
             f.release(t.begin + done, t.begin + hi)
-            if progress:
-                progress(hi - done)
             done = hi
     return tensor_hash(hashes), hashes
 
