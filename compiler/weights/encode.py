@@ -1,8 +1,14 @@
 """Per-chunk lossless encodings: copy, sparse patch, dense XOR, raw.
 
 All work is on raw unsigned integers of the dtype's width. A chunk's encoding
-is the smallest of the candidates actually produced; heuristics only skip
-candidates that cannot win (sparse beyond 1/(width+1) changed, say).
+is the smallest of the candidates actually produced. Candidates are skipped
+when they cannot win (sparse beyond 1/(width+1) changed, raw below 1/2) or,
+for dense XOR below 1/4 changed, when they lose by a wide margin: the sparse
+form carries the same positions and XOR'd values, with the positions
+gap-coded instead of left to zstd as runs of zeros. On RL-like bf16 updates
+XOR was 38-75% larger than sparse below 25% changed (72 KB against 43 KB per
+1 MiB chunk at 7.4%) and first matched it at 54%, while compressing it
+doubled the time per chunk.
 """
 
 from __future__ import annotations
@@ -104,7 +110,7 @@ class Encoder:
             if self._side is None:
                 self._side = ThreadPoolExecutor(1, thread_name_prefix="standbyc-encode")
             raw = self._side.submit(_raw, self._z_side, new, width)
-        if best is None or nnz * 16 > elems:
+        if best is None or nnz * 4 > elems:
             x = self._xor[:n]
             np.bitwise_xor(old, new, out=x)
             cand = Encoded(XOR, self._zc(shuffle(x, width)))
