@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ def fast_sparse_pair(old: Path, new: Path, gib: float, frac: float = 0.02) -> No
 
 
 def median_run(
-    argv: list[str], runs: int, settle: float, after: Any = None
+    argv: list[str], runs: int, settle: float, after: Callable[[], None] | None = None
 ) -> tuple[dict[str, Any], int]:
     """Run standbyc ``runs`` times; the JSON of the median run (by its own seconds), peak RSS.
 

@@ -44,6 +44,7 @@ from compiler.weights.manifest import (
     WINDOW,
     Manifest,
     Progress,
+    TensorEntry,
     build_manifest,
     checkpoint_digest,
     h128,
@@ -178,6 +179,10 @@ class _Job:
     progress: Progress | None
     identity: list[_Identity]
     dec: Decoder = field(default_factory=Decoder)
+    known: dict[str, TensorEntry] = field(init=False)  # the base manifest by tensor name
+
+    def __post_init__(self) -> None:
+        self.known = self.manifest.by_name()
 
 
 def _write_target(job: _Job, dest: Path) -> None:
@@ -282,7 +287,6 @@ class _FileWriter:
     def __init__(self, job: _Job, fd: int, where: str) -> None:
         self.job, self.fd, self.where = job, fd, where
         self.chunk = job.reader.header.chunk_size
-        self.known = job.manifest.by_name()
         self._bufs = [np.empty(self.chunk, dtype=np.uint8) for _ in range(2)]
         self._busy: list[Future[None] | None] = [None, None]
         self._submitted: list[Future[None]] = []  # every write, so none fails unnoticed
@@ -297,7 +301,7 @@ class _FileWriter:
         src = self.job.base.by_name.get(t.source.name) if t.source is not None else None
         if t.source is not None and (src is None or src.info.nbytes != t.nbytes):
             raise DeltaError(f"{self.where}: source tensor {t.source.name!r} missing in base")
-        base_chunks = self.known[t.source.name].chunks if t.source is not None else ()
+        base_chunks = self.job.known[t.source.name].chunks if t.source is not None else ()
         hashes: list[bytes] = []
         payload_from = -1
         for lo, hi, op in iter_chunks(t, self.chunk):

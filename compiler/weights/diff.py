@@ -198,8 +198,8 @@ def _tensor(
             whole.shape == t.shape else "copied"  # fmt: skip
         stats.tensors[kind] += 1
         return entry
-    if ops is None:
-        ops = _raw_chunks(loc, chunk=chunk, enc=enc, writer=writer)
+    if ops is None:  # raw chunks (this hashes the tensor again: cheap next to encoding)
+        _, ops = _chunks(loc, None, None, chunk=chunk, enc=enc, writer=writer)
     entry["source"] = _ref(src) if src is not None else None
     entry["chunks"] = [[op, size, *params] for op, size, params in ops]
     for op, size, _ in ops:
@@ -214,14 +214,14 @@ Op = tuple[str, int, tuple[int, ...]]  # op, payload bytes, parameters
 
 def _chunks(
     loc: Located,
-    src: TensorEntry,
+    src: TensorEntry | None,
     old: Located | None,
     *,
     chunk: int,
     enc: Encoder,
     writer: DeltaWriter,
 ) -> tuple[bytes, list[Op]]:
-    """Hash and encode a tensor chunk by chunk against its same-named source."""
+    """Hash and encode a tensor chunk by chunk against its same-named source, if any."""
     f, t = loc.file, loc.info
     hashes: list[bytes] = []
     ops: list[Op] = []
@@ -230,13 +230,13 @@ def _chunks(
         new = f.view(t.begin + lo, t.begin + hi)
         h = h128(new)
         hashes.append(h)
-        if src.chunks[k] == h:
+        if src is not None and src.chunks[k] == h:
             e = Encoded(COPY, b"")
         elif old is not None:
             ob = old.info.begin
             e = enc.delta(old.file.view(ob + lo, ob + hi), new, t.width)
         else:
-            e = enc.raw(new, t.width)  # the sender has only the standby's manifest
+            e = enc.raw(new, t.width)  # no source, or only the standby's manifest
         ops.append((e.op, writer.add(e.payload), e.params))
         if hi - done >= WINDOW or hi == t.nbytes:
             f.release(t.begin + done, t.begin + hi)
@@ -244,19 +244,6 @@ def _chunks(
                 old.file.release(old.info.begin + done, old.info.begin + hi)
             done = hi
     return tensor_hash(hashes), ops
-
-
-def _raw_chunks(loc: Located, *, chunk: int, enc: Encoder, writer: DeltaWriter) -> list[Op]:
-    f, t = loc.file, loc.info
-    ops: list[Op] = []
-    done = 0
-    for lo, hi in chunk_spans(t.nbytes, chunk):
-        e = enc.raw(f.view(t.begin + lo, t.begin + hi), t.width)
-        ops.append((e.op, writer.add(e.payload), e.params))
-        if hi - done >= WINDOW or hi == t.nbytes:
-            f.release(t.begin + done, t.begin + hi)
-            done = hi
-    return ops
 
 
 def _ref(src: TensorEntry) -> dict[str, Any]:

@@ -167,21 +167,19 @@ def build_manifest(
     the 2-core CI VM). Each thread keeps at most one ``WINDOW`` mapped.
     """
     todo = [(f, t) for f in ckpt.files for t in f.tensors]
-    hashed: dict[str, tuple[bytes, list[bytes]]] = {}
-    with ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="standbyc-hash") as pool:
-        for (f, t), result in zip(
-            todo, pool.map(lambda ft: hash_tensor(ft[0], ft[1], chunk), todo), strict=True
-        ):
-            hashed[f"{f.name}\0{t.name}"] = result
-            if progress:
-                progress(t.nbytes)
     files: list[FileEntry] = []
-    for f in ckpt.files:
-        entries = []
-        for t in f.tensors:
-            th, chs = hashed[f"{f.name}\0{t.name}"]
-            entries.append(TensorEntry(t.name, t.dtype, t.shape, t.begin, t.nbytes, th, tuple(chs)))
-        files.append(FileEntry(f.name, f.size, header_hash(f), f.metadata, tuple(entries)))
+    with ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="standbyc-hash") as pool:
+        results = pool.map(lambda ft: hash_tensor(ft[0], ft[1], chunk), todo)  # in order
+        for f in ckpt.files:
+            entries = []
+            for t in f.tensors:
+                th, chs = next(results)
+                entries.append(
+                    TensorEntry(t.name, t.dtype, t.shape, t.begin, t.nbytes, th, tuple(chs))
+                )
+                if progress:
+                    progress(t.nbytes)
+            files.append(FileEntry(f.name, f.size, header_hash(f), f.metadata, tuple(entries)))
     index_hash = h128(ckpt.index_bytes) if ckpt.index_bytes is not None else None
     digest = checkpoint_digest(
         chunk, [(f.name, f.header_hash, [t.hash for t in f.tensors]) for f in files], index_hash
