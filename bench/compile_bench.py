@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from compiler import outdir, pipeline  # noqa: E402
+from compiler.gate import Report, run_gate  # noqa: E402
 from compiler.render.base import Renderer  # noqa: E402
-from compiler.validate import Report, validate_tree  # noqa: E402
 
 SEED = (ROOT / "specs" / "inference-engine.yaml").read_text()
 
@@ -73,7 +73,7 @@ def one_run(specs: list[Path], out: Path, only: list[str] | None) -> dict[str, f
     reports: list[Report] = []
 
     def gate(staged: Path) -> None:
-        report = validate_tree(staged, display_root="out", only=only)
+        report = run_gate(staged, display_root="out", only=only)
         if not report.ok:
             raise SystemExit(report.summary_text())
         reports.append(report)

@@ -1,66 +1,48 @@
-"""Names of the objects a spec produces, derived in one place."""
+"""Names of the objects a spec produces, and of the labels they carry, derived in one place."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from compiler.spec import StandbySpec
 
 MANAGED_BY = "standbyc"
+SYNC_LABEL = "standbyc.dev/weight-sync"  # on weight-sync pods, with the spec's name
+TIER_LABEL = "standbyc.dev/tier"  # on weight-sync Jobs and pods, with the tier
 
 
-def connection_pool(spec: StandbySpec) -> str:
-    return f"{spec.metadata.name}-connection-pool"
+@dataclass(frozen=True)
+class Names:
+    connection_pool: str
+    grpc_channel_args: str
+    qos: str
+    kyverno_policy: str
+    rules: str
+    weight_sync_account: str
+    weight_source_policy: str
+    destination_rule: str
+    weights_claim: str
+
+    def weight_sync(self, tier: str) -> str:
+        """The weight-sync Job (or CronJob) of one tier; ``""`` gives the common prefix."""
+        return f"{self.weight_sync_account}-{tier}"
 
 
-def grpc_channel_args(spec: StandbySpec) -> str:
-    return f"{spec.metadata.name}-grpc-channel-args"
-
-
-def qos(spec: StandbySpec) -> str:
-    return f"{spec.metadata.name}-qos"
-
-
-def kyverno_policy(spec: StandbySpec) -> str:
-    # ClusterPolicy is cluster-scoped: include the namespace so two specs never collide.
-    return f"standbyc-{spec.metadata.namespace}-{spec.metadata.name}-egress"
-
-
-def rules(spec: StandbySpec) -> str:
-    return f"{spec.metadata.name}-failover"
-
-
-def weight_sync(spec: StandbySpec, tier: str) -> str:
-    return f"{spec.metadata.name}-weight-sync-{tier}"
-
-
-def weight_sync_account(spec: StandbySpec) -> str:
-    return f"{spec.metadata.name}-weight-sync"
-
-
-def weight_source_policy(spec: StandbySpec) -> str:
-    return f"{spec.metadata.name}-weight-source"
-
-
-def destination_rule(spec: StandbySpec) -> str:
-    return f"{spec.metadata.name}-connection-pool"
-
-
-def weights_claim(spec: StandbySpec) -> str:
-    return spec.spec.weight_sync.claim_name or f"{spec.metadata.name}-weights"
-
-
-def all_object_names(spec: StandbySpec) -> list[str]:
-    return [
-        connection_pool(spec),
-        grpc_channel_args(spec),
-        qos(spec),
-        kyverno_policy(spec),
-        rules(spec),
-        weight_sync_account(spec),
-        weight_source_policy(spec),
-        *(weight_sync(spec, t) for t in spec.spec.weight_sync.tiers),
-    ]
+def of(spec: StandbySpec) -> Names:
+    name, namespace = spec.metadata.name, spec.metadata.namespace
+    return Names(
+        connection_pool=f"{name}-connection-pool",
+        grpc_channel_args=f"{name}-grpc-channel-args",
+        qos=f"{name}-qos",
+        # ClusterPolicy is cluster-scoped: include the namespace so two specs never collide.
+        kyverno_policy=f"standbyc-{namespace}-{name}-egress",
+        rules=f"{name}-failover",
+        weight_sync_account=f"{name}-weight-sync",
+        weight_source_policy=f"{name}-weight-source",
+        destination_rule=f"{name}-connection-pool",
+        weights_claim=spec.spec.weight_sync.claim_name or f"{name}-weights",
+    )
 
 
 def ksm_label(label_key: str) -> str:

@@ -1,4 +1,4 @@
-"""The compile pipeline: load -> validate -> plan -> render -> order -> tree.
+"""The compile pipeline: load -> check -> plan -> render -> decorate -> order -> tree.
 
 Each step is a small function; ``build_tree`` strings them together and
 returns the complete set of files standbyc owns under ``out/``. Writing that
@@ -7,33 +7,22 @@ tree (atomically) and validating it are the caller's next steps.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from compiler import yamlio
+from compiler import kinds, yamlio
+from compiler.checks import check_spec
+from compiler.decorate import Common, decorate, name_problem, serialize
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
 from compiler.load import display_path, load_file
 from compiler.plan import Plan, build
 from compiler.render import render_all
 from compiler.render.base import Emitted, Renderer
-from compiler.validate_spec import validate
 
-# kubectl-like apply order: things others depend on first.
-KIND_ORDER = (
-    "CustomResourceDefinition",
-    "ServiceAccount",
-    "ClusterPolicy",
-    "ConfigMap",
-    "NetworkPolicy",
-    "CiliumEgressQoS",
-    "DestinationRule",
-    "PrometheusRule",
-    "CronJob",
-    "Job",
-)
 SHARED_SOURCE = "standbyc (shared by all specs)"
 CRD_DIR = "crds"
 KUSTOMIZATION = "kustomization.yaml"
@@ -70,11 +59,8 @@ def discover(paths: Sequence[Path]) -> list[Path]:
 
 
 def order(items: Iterable[Emitted]) -> list[Emitted]:
-    def key(e: Emitted) -> tuple[int, str, str]:
-        rank = KIND_ORDER.index(e.kind) if e.kind in KIND_ORDER else len(KIND_ORDER)
-        return (rank, e.name, e.relpath)
-
-    return sorted(items, key=key)
+    """Apply order (the kinds table), then name; data files last."""
+    return sorted(items, key=lambda e: (kinds.rank(e.kind), e.name, e.relpath))
 
 
 def kustomization(resource_paths: Sequence[str]) -> dict[str, Any]:
@@ -87,14 +73,22 @@ def kustomization(resource_paths: Sequence[str]) -> dict[str, Any]:
 
 def compile_spec(path: Path, renderer: Renderer) -> CompiledSpec:
     loaded = load_file(path)
-    spec = validate(loaded)
+    spec = check_spec(loaded)
     plan = build(spec, loaded.source)
-    emitted = order(render_all(plan, renderer))
-    directory = f"{plan.namespace}/{plan.name}"
-    files = {f"{directory}/{e.relpath}": yamlio.document(e.obj, plan.source) for e in emitted}
-    listed = [e.relpath for e in emitted if e.is_resource]
-    files[f"{directory}/{KUSTOMIZATION}"] = yamlio.document(kustomization(listed), plan.source)
+    common = Common(plan.namespace, plan.labels, plan.annotations)
+    emitted = order(decorate(e, common) for e in render_all(plan, renderer))
     name_location = loaded.positions.locate(loaded.source, ("metadata", "name"))
+    if problem := name_problem(emitted):
+        raise SpecError.at(name_location, problem)
+    directory = f"{plan.namespace}/{plan.name}"
+    files = {
+        f"{directory}/{e.relpath}": serialize(e.obj, plan.source, f"{directory}/{e.relpath}")
+        for e in emitted
+    }
+    listed = [e.relpath for e in emitted if e.is_resource]
+    files[f"{directory}/{KUSTOMIZATION}"] = serialize(
+        kustomization(listed), plan.source, f"{directory}/{KUSTOMIZATION}"
+    )
     return CompiledSpec(plan, directory, files, emitted, name_location)
 
 
@@ -124,22 +118,27 @@ def compile_specs(paths: Sequence[Path], renderer: Renderer) -> list[CompiledSpe
     return compiled
 
 
-def crd_documents() -> dict[str, str]:
-    """standbyc's own CRDs, in the shared ``crds/`` directory, synced first."""
+def crd_documents(kinds_used: set[str]) -> dict[str, str]:
+    """The CRDs standbyc ships for the kinds in use, in the shared ``crds/`` directory."""
     out: dict[str, str] = {}
     listed: list[str] = []
-    folder = resources.files("compiler") / "data" / "crds"
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".yaml"):
+    folder = resources.files("compiler") / "data"
+    for kind, crd in sorted(kinds.shipped_crds().items()):
+        if kind not in kinds_used:
             continue
-        obj = yamlio.parse_one(entry.read_text(encoding="utf-8"))[0]
-        annotations = obj["metadata"].setdefault("annotations", {})
-        annotations["argocd.argoproj.io/sync-wave"] = "-2"
-        name = f"customresourcedefinition-{obj['metadata']['name']}.yaml"
-        out[f"{CRD_DIR}/{name}"] = yamlio.document(obj, SHARED_SOURCE)
-        listed.append(name)
-    out[f"{CRD_DIR}/{KUSTOMIZATION}"] = yamlio.document(kustomization(listed), SHARED_SOURCE)
+        obj = yamlio.parse_one((folder / crd).read_text(encoding="utf-8"))[0]
+        e = decorate(Emitted(f"customresourcedefinition-{obj['metadata']['name']}.yaml", obj),
+                     Common())  # fmt: skip
+        out[f"{CRD_DIR}/{e.relpath}"] = serialize(e.obj, SHARED_SOURCE, f"{CRD_DIR}/{e.relpath}")
+        listed.append(e.relpath)
+    if listed:
+        out[f"{CRD_DIR}/{KUSTOMIZATION}"] = serialize(
+            kustomization(listed), SHARED_SOURCE, f"{CRD_DIR}/{KUSTOMIZATION}"
+        )
     return out
+
+
+_TOP_KIND = re.compile(r"^kind: (\S+)$", re.MULTILINE)
 
 
 def assemble(compiled: Sequence[CompiledSpec], kept: dict[str, str]) -> dict[str, str]:
@@ -154,11 +153,14 @@ def assemble(compiled: Sequence[CompiledSpec], kept: dict[str, str]) -> dict[str
             if p.endswith("/" + KUSTOMIZATION) and p.count("/") == 2
         }
     )
-    uses_crd = any("/ciliumegressqos-" in p for p in files)
-    if uses_crd:
-        files.update(crd_documents())
-    root = ([CRD_DIR] if uses_crd else []) + spec_dirs
-    files[KUSTOMIZATION] = yamlio.document(kustomization(root), SHARED_SOURCE)
+    # Kinds in use: the compiled objects, and the top-level kind of each kept file
+    # (standbyc's own emitter writes it unindented, on a line of its own).
+    used = {e.kind for one in compiled for e in one.objects}
+    used |= {m for text in kept.values() for m in _TOP_KIND.findall(text)}
+    crds = crd_documents(used)
+    files.update(crds)
+    root = ([CRD_DIR] if crds else []) + spec_dirs
+    files[KUSTOMIZATION] = serialize(kustomization(root), SHARED_SOURCE, KUSTOMIZATION)
     return dict(sorted(files.items()))
 
 

@@ -1,4 +1,8 @@
-"""Step 3: derive every number the renderers need, once, with units spelled out."""
+"""Step 3: derive every value the renderers need, once, with units spelled out.
+
+The plan is the renderers' only input: names, selectors, rates and the settings
+of each section are looked up here, never re-derived from the spec.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,17 @@ from fractions import Fraction
 from typing import Any
 
 from compiler import names, units
-from compiler.spec import DEFAULT_PRIORITY, StandbySpec
+from compiler.names import Names
+from compiler.spec import (
+    DEFAULT_PRIORITY,
+    Alerts,
+    ArgoHookTrigger,
+    ConnectionPool,
+    EnginePorts,
+    Resources,
+    ScheduleTrigger,
+    StandbySpec,
+)
 
 
 @dataclass(frozen=True)
@@ -25,59 +39,95 @@ class TierPlan:
 
 
 @dataclass(frozen=True)
+class EnginePlan:
+    selector: dict[str, str]  # labels every engine pod carries
+    tier_label: str  # the pod label whose value is the tier
+    ksm_selector: dict[str, str]  # the selector as kube-state-metrics' kube_pod_labels labels
+    ksm_tier: str  # the tier label as kube-state-metrics names it
+    protocol: str
+    ports: EnginePorts
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """Weight sync: who pulls what, from where, into which claim, at which rate."""
+
+    tiers: tuple[TierPlan, ...]
+    image: str
+    trigger: ArgoHookTrigger | ScheduleTrigger
+    parallelism: int
+    backoff_limit: int
+    active_deadline_seconds: int
+    ttl_seconds: int
+    resources: Resources
+    source_url: str
+    source_selector: dict[str, str]
+    pod_labels: dict[str, str]  # labels of weight-sync pods (besides the tier's)
+    expected_delta: Fraction
+
+    @property
+    def scheduled(self) -> bool:
+        return self.trigger.type == "schedule"
+
+
+@dataclass(frozen=True)
 class Plan:
-    spec: StandbySpec
+    name: str
+    namespace: str
     source: str  # spec file as shown to the user
+    labels: dict[str, str]  # on every emitted object
+    annotations: dict[str, str]  # on every emitted object
+    names: Names
+    engine: EnginePlan
     tiers: tuple[TierPlan, ...]  # tiers with at least one replica, hot first
-    sync_tiers: tuple[TierPlan, ...]
+    qos_outputs: frozenset[str]
+    pool: ConnectionPool
+    expected_connections: int
+    model_name: str
+    model_size: int
+    generation: int
+    sync: SyncPlan
+    alerts: Alerts
+    kube_versions: tuple[str, ...]  # validation.kubernetesVersions ((): the default matrix)
+    # Derived numbers, for the summary.
+    link_bps: int
     standby_replicas: int  # replicas that weight sync feeds
     full_copy_bytes: int
     full_copy_seconds: float  # all standbys, at link rate, before protocol overhead
     delta_bytes: int
     delta_seconds: float
+    health_probers: int
+    health_interval_ms: int
     health_probes_per_second: Fraction
     health_bytes_per_second: Fraction
+    migration_time_ms: int
     migration_seconds: float  # serial connection migration estimate
-    source_url: str
-    source_selector: dict[str, str]
-    claim: str
-
-    @property
-    def name(self) -> str:
-        return self.spec.metadata.name
-
-    @property
-    def namespace(self) -> str:
-        return self.spec.metadata.namespace
 
     def summary(self) -> dict[str, Any]:
         """Derived numbers with their formulas, for the compile summary."""
-        s = self.spec.spec
-        size = s.model.size
-        hc = s.health_checks
         targets = sum(t.replicas for t in self.tiers)
         return {
             "fullCopy": {
-                "formula": f"{units.human_bytes(size)} x {self.standby_replicas} standbys / "
-                f"{units.human_bits(s.network.link)}",
+                "formula": f"{units.human_bytes(self.model_size)} x {self.standby_replicas} "
+                f"standbys / {units.human_bits(self.link_bps)}",
                 "bytes": self.full_copy_bytes,
                 "gigabits": round(self.full_copy_bytes * 8 / 1e9, 2),
                 "seconds": round(self.full_copy_seconds, 3),
             },
             "delta": {
-                "formula": f"full copy x expected delta {float(s.weight_sync.expected_delta):.1%}",
+                "formula": f"full copy x expected delta {float(self.sync.expected_delta):.1%}",
                 "bytes": self.delta_bytes,
                 "seconds": round(self.delta_seconds, 3),
             },
             "healthChecks": {
-                "formula": f"{_plural(hc.probers, 'prober')} x {_plural(targets, 'target')} / "
-                f"{units.prom_duration(hc.interval)}",
+                "formula": f"{_plural(self.health_probers, 'prober')} x "
+                f"{_plural(targets, 'target')} / {units.prom_duration(self.health_interval_ms)}",
                 "probesPerSecond": float(self.health_probes_per_second),
                 "bytesPerSecond": float(self.health_bytes_per_second),
             },
             "connectionMigration": {
-                "formula": f"{s.connections.expected} connections x "
-                f"{units.prom_duration(s.connections.migration_time)} (serial)",
+                "formula": f"{self.expected_connections} connections x "
+                f"{units.prom_duration(self.migration_time_ms)} (serial)",
                 "seconds": round(self.migration_seconds, 3),
             },
             "tiers": {
@@ -117,32 +167,77 @@ def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:
     )
 
 
+def _engine(spec: StandbySpec) -> EnginePlan:
+    e = spec.spec.engine
+    return EnginePlan(
+        selector=dict(e.selector),
+        tier_label=e.tier_label,
+        ksm_selector={names.ksm_label(k): v for k, v in e.selector.items()},
+        ksm_tier=names.ksm_label(e.tier_label),
+        protocol=e.protocol,
+        ports=e.ports,
+    )
+
+
+def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...]) -> SyncPlan:
+    s = spec.spec
+    ws = s.weight_sync
+    return SyncPlan(
+        tiers=tuple(t for t in tiers if t.name in ws.tiers),
+        image=ws.image,
+        trigger=ws.trigger,
+        parallelism=ws.parallelism,
+        backoff_limit=ws.backoff_limit,
+        active_deadline_seconds=max(1, ws.active_deadline // 1000),
+        ttl_seconds=ws.ttl_after_finished // 1000,
+        resources=ws.resources,
+        source_url=ws.source.url
+        or f"http://{spec.metadata.name}-weights.{spec.metadata.namespace}.svc:"
+        f"{s.engine.ports.weights}",
+        source_selector=ws.source.selector or {**s.engine.selector, "role": "primary"},
+        pod_labels={names.SYNC_LABEL: spec.metadata.name},
+        expected_delta=ws.expected_delta,
+    )
+
+
 def build(spec: StandbySpec, source: str) -> Plan:
     s = spec.spec
     all_tiers = tuple(_tier_plan(spec, n) for n, t in s.tiers.items() if t.replicas)
-    sync_tiers = tuple(t for t in all_tiers if t.name in s.weight_sync.tiers)
-    standbys = sum(t.replicas for t in sync_tiers)
+    sync = _sync(spec, all_tiers)
+    standbys = sum(t.replicas for t in sync.tiers)
     full_bytes = s.model.size * standbys
-    full_seconds = full_bytes * 8 / s.network.link
     delta_bytes = int(full_bytes * s.weight_sync.expected_delta)
     targets = sum(t.replicas for t in all_tiers)
-    probes = Fraction(s.health_checks.probers * targets * 1000, s.health_checks.interval)
-    ports = s.engine.ports
+    hc = s.health_checks
+    probes = Fraction(hc.probers * targets * 1000, hc.interval)
     return Plan(
-        spec=spec,
+        name=spec.metadata.name,
+        namespace=spec.metadata.namespace,
         source=source,
+        labels=names.common_labels(spec),
+        annotations=dict(s.common_annotations),
+        names=names.of(spec),
+        engine=_engine(spec),
         tiers=all_tiers,
-        sync_tiers=sync_tiers,
+        qos_outputs=frozenset(s.qos.outputs),
+        pool=s.connection_pool,
+        expected_connections=s.connections.expected,
+        model_name=s.model.name,
+        model_size=s.model.size,
+        generation=s.model.generation,
+        sync=sync,
+        alerts=s.alerts,
+        kube_versions=tuple(s.validation.kubernetes_versions or ()),
+        link_bps=s.network.link,
         standby_replicas=standbys,
         full_copy_bytes=full_bytes,
-        full_copy_seconds=full_seconds,
+        full_copy_seconds=full_bytes * 8 / s.network.link,
         delta_bytes=delta_bytes,
         delta_seconds=delta_bytes * 8 / s.network.link,
+        health_probers=hc.probers,
+        health_interval_ms=hc.interval,
         health_probes_per_second=probes,
-        health_bytes_per_second=probes * s.health_checks.payload,
+        health_bytes_per_second=probes * hc.payload,
+        migration_time_ms=s.connections.migration_time,
         migration_seconds=s.connections.expected * s.connections.migration_time / 1000,
-        source_url=s.weight_sync.source.url
-        or f"http://{spec.metadata.name}-weights.{spec.metadata.namespace}.svc:{ports.weights}",
-        source_selector=s.weight_sync.source.selector or {**s.engine.selector, "role": "primary"},
-        claim=names.weights_claim(spec),
     )

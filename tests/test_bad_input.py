@@ -60,6 +60,17 @@ EXPECTED = {
     "duplicate-key": "6:3: metadata.name: duplicate key 'name' (first defined at 4:3)",
     "two-documents": "7:1: a spec file holds exactly one StandbySpec document",
     "missing-metadata": "1:1: metadata: required field is missing",
+    "cronjob-name-too-long": (
+        "4:9: metadata.name: derived CronJob name "
+        "'a-thirty-seven-character-engine-namex-weight-sync-cold' is 54 characters; Kubernetes "
+        "allows 52 for a CronJob, so shorten metadata.name (2 more objects are too long)"
+    ),
+    "derived-name-too-long": (
+        "4:9: metadata.name: derived ClusterPolicy name "
+        "'standbyc-default-an-engine-name-that-is-fifty-one-characters-long-xy-egress' is 75 "
+        "characters; Kubernetes allows 63 for a ClusterPolicy, so shorten metadata.name "
+        "(6 more objects are too long)"
+    ),
     "not-a-mapping": (
         "1:1: expected a mapping with apiVersion, kind, metadata and spec, got a list"
     ),

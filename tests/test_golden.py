@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from compiler.gate import run_gate
 from compiler.render.base import packaged_templates
-from compiler.validate import validate_tree
 from tests.conftest import CASES, run_cli, tree
 
 SCENARIOS = sorted(p.name for p in CASES.iterdir() if (p / "spec.yaml").is_file())
@@ -60,7 +60,7 @@ def test_compile_is_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_golden_tree_passes_the_validation_gate(scenario: str) -> None:
-    report = validate_tree(CASES / scenario / "expected", display_root="expected")
+    report = run_gate(CASES / scenario / "expected", display_root="expected")
     assert report.ok, report.summary_text()
     assert report.rule_tests and all(t.ok for t in report.rule_tests)
     assert not [f for f in report.findings if f.severity == "warning"], report.summary_text()
@@ -75,7 +75,7 @@ def test_bits_bytes_slip_in_a_threshold_fails_the_generated_tests(tmp_path: Path
         text = path.read_text()
         assert ") * 8 > 10000000000" in text
         path.write_text(text.replace(") * 8 > 10000000000", ") > 10000000000"))
-    report = validate_tree(tree, display_root="out")
+    report = run_gate(tree, display_root="out")
     assert not report.ok
     failed = sorted(t.file for t in report.rule_tests if not t.ok)
     assert failed == [

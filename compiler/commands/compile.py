@@ -13,8 +13,8 @@ from compiler.commands._common import add_compile_options, desired_tree, emit_js
 from compiler.errors import ValidationFailed
 
 if TYPE_CHECKING:
+    from compiler.gate import Report
     from compiler.pipeline import CompiledSpec
-    from compiler.validate import Report
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,13 +84,13 @@ def _print_text(
 def _kube_versions(args: argparse.Namespace, compiled: list[CompiledSpec]) -> list[str] | None:
     if args.kube_version:
         return list(args.kube_version)
-    asked = {v for c in compiled for v in (c.plan.spec.spec.validation.kubernetes_versions or ())}
+    asked = {v for c in compiled for v in c.plan.kube_versions}
     return sorted(asked) or None
 
 
 def run(args: argparse.Namespace) -> int:
     from compiler import outdir, pipeline
-    from compiler.validate import validate_tree
+    from compiler.gate import run_gate
 
     compiled, current, desired = desired_tree(args)
     reports: list[Report] = []
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         # kept from other specs were validated when they were written.
         only = [f"{c.directory}/{pipeline.KUSTOMIZATION}" for c in compiled]
         only.append(f"{pipeline.CRD_DIR}/{pipeline.KUSTOMIZATION}")
-        report = validate_tree(
+        report = run_gate(
             staged,
             kube_versions=_kube_versions(args, compiled),
             display_root=args.out.as_posix(),

@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass
 from compiler import tools
 from compiler.commands._common import add_format_option
 from compiler.errors import EXIT_FAILED, EXIT_OK, StandbycError
-from compiler.validate import pins as pinfile
-from compiler.validate import schemas
+from compiler.gate import pins as pinfile
+from compiler.gate import schemas
 
 _VERSION_ARGS = {
     "kubeconform": ["-v"],

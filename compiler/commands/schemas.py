@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from compiler.errors import EXIT_OK, UsageError
-from compiler.validate import schemas
+from compiler.gate import schemas
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from compiler.commands._common import add_format_option
 from compiler.errors import EXIT_FAILED, EXIT_OK, UsageError
-from compiler.validate import validate_tree
+from compiler.gate import run_gate
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if not only:
             print(f"no changed file under {root}; nothing to validate")
             return EXIT_OK
-    report = validate_tree(
+    report = run_gate(
         root,
         kube_versions=args.kube_version,
         schema_dir=args.schema_dir,

@@ -4,41 +4,26 @@ Templates interpolate every value through the ``q`` filter, which writes it
 as a JSON scalar or flow collection. JSON is valid YAML, so a value such as
 ``"a\\nkind: Secret"`` stays one string and can never add structure. The
 rendered text is then parsed back and checked against the object the
-renderer meant to produce (one document, the expected apiVersion, kind, name
-and namespace, only the expected top-level keys).
+renderer meant to produce (one document, the apiVersion and top-level keys of
+its row in ``compiler.kinds``, the expected name, and nothing else in
+``metadata``: namespace, labels and annotations are added in one pass after
+rendering).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 from ruamel.yaml.error import YAMLError
 
-from compiler import names
+from compiler import kinds
 from compiler.errors import TemplateError
-from compiler.plan import Plan
 from compiler.yamlio import parse_one
-
-ALLOWED_TOP_KEYS = frozenset(
-    {
-        "apiVersion",
-        "kind",
-        "metadata",
-        "spec",
-        "data",
-        "rules",
-        "resources",
-        "patches",
-        "automountServiceAccountToken",
-        "labels",
-        "commonAnnotations",
-    }
-)
 
 
 def packaged_templates() -> Path:
@@ -58,20 +43,17 @@ def quote(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class Expect:
-    api_version: str
-    kind: str
-    name: str
-    namespace: str | None  # None for cluster-scoped objects and kustomize files
-
-
-@dataclass(frozen=True)
 class Emitted:
-    """One output file: a path below the spec's output directory and its object."""
+    """One output file: a path below the spec's output directory and its object.
+
+    ``labels`` and ``annotations`` are the object's own; the metadata pass after
+    rendering adds the namespace and the labels and annotations every object carries.
+    """
 
     relpath: str
     obj: dict[str, Any]
-    is_resource: bool = True  # listed in kustomization.yaml
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -81,6 +63,12 @@ class Emitted:
     def name(self) -> str:
         meta = self.obj.get("metadata") or {}
         return str(meta.get("name", ""))
+
+    @property
+    def is_resource(self) -> bool:
+        """Listed in kustomization.yaml: an object of an applied kind (not a data file)."""
+        row = kinds.BY_NAME.get(self.kind)
+        return row is not None and row.applied
 
 
 class Renderer:
@@ -109,9 +97,10 @@ class Renderer:
         except jinja2.TemplateError as exc:
             raise TemplateError(f"{_template_position(template)}: {exc}") from None
 
-    def render(self, template: str, context: dict[str, Any], expect: Expect) -> dict[str, Any]:
+    def render(self, template: str, context: dict[str, Any], kind: str) -> dict[str, Any]:
+        """Render one object of ``kind`` named ``context["name"]``, checked for shape."""
         text = self.render_text(template, context)
-        return check_shape(text, template, expect)
+        return check_shape(text, template, kinds.get(kind), context["name"])
 
     def render_data(self, template: str, context: dict[str, Any]) -> Any:
         """Render a template that holds plain data (not a Kubernetes object)."""
@@ -140,11 +129,13 @@ def _parse(text: str, template: str) -> list[Any]:
         raise TemplateError(f"{template}: rendered text is not valid YAML: {exc}") from None
 
 
-def check_shape(text: str, template: str, expect: Expect) -> dict[str, Any]:
+def check_shape(text: str, template: str, kind: kinds.Kind, name: str) -> dict[str, Any]:
+    """Exactly one object of ``kind`` named ``name``, with only the kind's top-level keys
+    (the metadata pass adds the namespace later)."""
     docs = _parse(text, template)
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise TemplateError(
-            f"{template}: rendered {len(docs)} documents, expected exactly one {expect.kind}"
+            f"{template}: rendered {len(docs)} documents, expected exactly one {kind.kind}"
         )
     obj: dict[str, Any] = docs[0]
     meta = obj.get("metadata")
@@ -154,12 +145,17 @@ def check_shape(text: str, template: str, expect: Expect) -> dict[str, Any]:
         meta.get("name") if isinstance(meta, dict) else None,
         meta.get("namespace") if isinstance(meta, dict) else None,
     )
-    want = (expect.api_version, expect.kind, expect.name, expect.namespace)
+    want = (kind.api_version, kind.kind, name, None)
     if got != want:
         raise TemplateError(
             f"{template}: rendered apiVersion/kind/name/namespace {got}, expected {want}"
         )
-    unexpected = sorted(set(obj) - ALLOWED_TOP_KEYS)
+    if isinstance(meta, dict) and set(meta) != {"name"}:
+        raise TemplateError(
+            f"{template}: metadata may hold only the name (got {sorted(meta)}); namespace, "
+            "labels and annotations are added after rendering"
+        )
+    unexpected = sorted(set(obj) - kind.top_keys)
     if unexpected:
         raise TemplateError(f"{template}: unexpected top-level keys {unexpected}")
     return obj
@@ -167,18 +163,3 @@ def check_shape(text: str, template: str, expect: Expect) -> dict[str, Any]:
 
 def filename(kind: str, name: str) -> str:
     return f"{kind.lower()}-{name}.yaml"
-
-
-def meta(
-    plan: Plan, *, wave: int | None = None, extra: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """Template context for ``metadata``: name-independent labels and annotations."""
-    annotations = dict(plan.spec.spec.common_annotations)
-    if wave is not None:
-        annotations["argocd.argoproj.io/sync-wave"] = str(wave)
-    annotations.update(extra or {})
-    return {
-        "namespace": plan.namespace,
-        "labels": names.common_labels(plan.spec),
-        "annotations": annotations,
-    }

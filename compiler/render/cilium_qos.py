@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from compiler import names
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Expect, Renderer, filename, meta
+from compiler.render.base import Emitted, Renderer, filename
 
-API_VERSION = "cilium.io/v2"
 KIND = "CiliumEgressQoS"
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
-    if "ciliumEgressQoS" not in plan.spec.spec.qos.outputs:
+    if "ciliumEgressQoS" not in plan.qos_outputs:
         return []
-    name = names.qos(plan.spec)
+    name = plan.names.qos
     tiers = [
         {
             "selector": t.selector,
@@ -22,9 +20,5 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
         }
         for t in plan.tiers
     ]
-    obj = r.render(
-        "ciliumegressqos.yaml.j2",
-        {**meta(plan, wave=0), "name": name, "tiers": tiers},
-        Expect(API_VERSION, KIND, name, plan.namespace),
-    )
+    obj = r.render("ciliumegressqos.yaml.j2", {"name": name, "tiers": tiers}, KIND)
     return [Emitted(filename(KIND, name), obj)]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from compiler import names, yamlio
+from compiler import yamlio
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Expect, Renderer, filename, meta
+from compiler.render.base import Emitted, Renderer, filename
 
 KIND = "ConfigMap"
 
@@ -28,9 +28,9 @@ def _json(obj: Any) -> str:
 
 
 def channel_args(plan: Plan) -> tuple[dict[str, int], dict[str, int]]:
-    g = plan.spec.spec.connection_pool.grpc
+    pool = plan.pool
+    g = pool.grpc
     permit = int(g.permit_without_calls)
-    pool = plan.spec.spec.connection_pool
     client = {
         "grpc.keepalive_time_ms": g.keepalive_time,
         "grpc.keepalive_timeout_ms": g.keepalive_timeout,
@@ -50,7 +50,7 @@ def channel_args(plan: Plan) -> tuple[dict[str, int], dict[str, int]]:
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
-    pool = plan.spec.spec.connection_pool
+    pool = plan.pool
     seed_shape = {
         "upstream": {
             "keepalive": pool.upstream.keepalive,
@@ -74,16 +74,15 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
         "upstream-keepalive-connections": str(pool.upstream.keepalive),
         "upstream-keepalive-requests": str(pool.upstream.keepalive_requests),
     }
-    pool_name = names.connection_pool(plan.spec)
+    pool_name = plan.names.connection_pool
     pool_obj = r.render(
         "configmap-connection-pool.yaml.j2",
         {
-            **meta(plan, wave=0),
             "name": pool_name,
             "connection_config": yamlio.dump(seed_shape),
             "ingress_nginx": yamlio.dump(ingress_nginx),
         },
-        Expect("v1", KIND, pool_name, plan.namespace),
+        KIND,
     )
     client, server = channel_args(plan)
     service_config = {
@@ -91,17 +90,16 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
         # During failover a call waits for a ready standby instead of failing fast.
         "methodConfig": [{"name": [{}], "waitForReady": True}],
     }
-    grpc_name = names.grpc_channel_args(plan.spec)
+    grpc_name = plan.names.grpc_channel_args
     grpc_obj = r.render(
         "configmap-grpc.yaml.j2",
         {
-            **meta(plan, wave=0),
             "name": grpc_name,
             "client_args": _json(client),
             "server_args": _json(server),
             "service_config": _json(service_config),
         },
-        Expect("v1", KIND, grpc_name, plan.namespace),
+        KIND,
     )
     return [
         Emitted(filename(KIND, pool_name), pool_obj),

@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-from compiler import names
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Expect, Renderer, filename, meta
+from compiler.render.base import Emitted, Renderer, filename
 
-API_VERSION = "networking.istio.io/v1"
 KIND = "DestinationRule"
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
-    pool = plan.spec.spec.connection_pool
+    pool = plan.pool
     if not pool.istio.enabled:
         return []
-    name = names.destination_rule(plan.spec)
+    name = plan.names.destination_rule
     context = {
-        **meta(plan, wave=0),
         "name": name,
         "host": pool.istio.host or f"{plan.name}.{plan.namespace}.svc.cluster.local",
-        "max_connections": plan.spec.spec.connections.expected,
+        "max_connections": plan.expected_connections,
         "max_connection_duration": f"{pool.grpc.max_connection_age // 1000}s",
         "h2_upgrade_policy": "UPGRADE" if pool.http2.enabled else "DO_NOT_UPGRADE",
         "max_requests_per_connection": pool.upstream.keepalive_requests,
         "max_concurrent_streams": pool.http2.max_concurrent_streams,
     }
-    obj = r.render(
-        "destinationrule.yaml.j2", context, Expect(API_VERSION, KIND, name, plan.namespace)
-    )
+    obj = r.render("destinationrule.yaml.j2", context, KIND)
     return [Emitted(filename(KIND, name), obj)]

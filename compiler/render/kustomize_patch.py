@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from compiler import names, yamlio
+from compiler import yamlio
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Expect, Renderer
+from compiler.render.base import Emitted, Renderer
 
-API_VERSION = "kustomize.config.k8s.io/v1alpha1"
 KIND = "Component"
 DIRECTORY = "egress-patch"
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
-    if "kustomizePatch" not in plan.spec.spec.qos.outputs:
+    if "kustomizePatch" not in plan.qos_outputs:
         return []
     tiers = []
     for t in plan.tiers:
@@ -40,10 +39,10 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
                 "patch": yamlio.dump(patch),
             }
         )
-    name = f"{names.qos(plan.spec)}-egress-patch"
+    name = f"{plan.names.qos}-egress-patch"
     obj = r.render(
         "kustomize-egress-component.yaml.j2",
         {"name": name, "tiers": tiers},
-        Expect(API_VERSION, KIND, name, None),
+        KIND,
     )
-    return [Emitted(f"{DIRECTORY}/kustomization.yaml", obj, is_resource=False)]
+    return [Emitted(f"{DIRECTORY}/kustomization.yaml", obj)]

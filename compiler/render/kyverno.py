@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from compiler import names
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Expect, Renderer, filename, meta
+from compiler.render.base import Emitted, Renderer, filename
 
-API_VERSION = "kyverno.io/v1"
 KIND = "ClusterPolicy"
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
-    if "kyverno" not in plan.spec.spec.qos.outputs:
+    if "kyverno" not in plan.qos_outputs:
         return []
-    name = names.kyverno_policy(plan.spec)
-    # The policy must exist before the tier Pods are (re)created to mutate them.
-    context = {**meta(plan, wave=-1), "name": name, "tiers": plan.tiers}
-    obj = r.render("kyverno-clusterpolicy.yaml.j2", context, Expect(API_VERSION, KIND, name, None))
+    name = plan.names.kyverno_policy
+    context = {"name": name, "namespace": plan.namespace, "tiers": plan.tiers}
+    obj = r.render("kyverno-clusterpolicy.yaml.j2", context, KIND)
     return [Emitted(filename(KIND, name), obj)]

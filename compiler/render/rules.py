@@ -18,12 +18,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from compiler import names, units
+from compiler import units
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Expect, Renderer, filename, meta
+from compiler.render.base import Emitted, Renderer, filename
 from compiler.spec import RateAlert
 
-API_VERSION = "monitoring.coreos.com/v1"
 KIND = "PrometheusRule"
 MARGIN = 0.02  # how far test series sit above or below a threshold
 COUNTER_START = 10**12  # far from zero, so rate() extrapolation is never clipped
@@ -92,14 +91,13 @@ def _seconds(ms: int) -> str:
 class _Builder:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
-        s = plan.spec.spec
         self.ns = plan.namespace
-        self.eval_ms = s.alerts.evaluation_interval
-        self.scrape_ms = s.alerts.scrape_interval
-        self.tier_key = names.ksm_label(s.engine.tier_label)
-        self.engine_labels = {names.ksm_label(k): v for k, v in s.engine.selector.items()}
+        self.eval_ms = plan.alerts.evaluation_interval
+        self.scrape_ms = plan.alerts.scrape_interval
+        self.tier_key = plan.engine.ksm_tier
+        self.engine_labels = plan.engine.ksm_selector
         self.base_labels = {"standbyc_spec": plan.name}
-        self.runbook = s.alerts.runbook_base_url.rstrip("/")
+        self.runbook = plan.alerts.runbook_base_url.rstrip("/")
 
     # -- expression pieces ---------------------------------------------------
 
@@ -295,7 +293,7 @@ class _Builder:
         hot = next((t for t in self.plan.tiers if t.name == "hot"), None)
         if hot is None:
             return None
-        cfg = self.plan.spec.spec.alerts.hot_replicas_low
+        cfg = self.plan.alerts.hot_replicas_low
         ready = _selector({"namespace": self.ns, "condition": "true"})
         alert = Alert(
             name="HotTierBelowReplicas",
@@ -367,12 +365,12 @@ class _Builder:
         return alert
 
     def weight_sync_failed(self) -> Alert | None:
-        sync_tiers = [t.name for t in self.plan.sync_tiers]
+        sync_tiers = [t.name for t in self.plan.sync.tiers]
         if not sync_tiers:
             return None
-        cfg = self.plan.spec.spec.alerts.weight_sync_failed
-        scheduled = self.plan.spec.spec.weight_sync.trigger.type == "schedule"
-        prefix = names.weight_sync(self.plan.spec, "")
+        cfg = self.plan.alerts.weight_sync_failed
+        scheduled = self.plan.sync.scheduled
+        prefix = self.plan.names.weight_sync("")
         # A CronJob's Jobs are named <cronjob>-<scheduled time in minutes>.
         suffix = "(-[0-9]+)?" if scheduled else ""
         job_re = f"{prefix}({'|'.join(sync_tiers)}){suffix}"
@@ -386,7 +384,7 @@ class _Builder:
                 "WeightSyncJobFailed",
                 "Weight sync Job {{ $labels.job_name }} failed",
                 "Job {{ $labels.namespace }}/{{ $labels.job_name }} failed; its standbys still "
-                f"serve an older model than generation {self.plan.spec.spec.model.generation}.",
+                f"serve an older model than generation {self.plan.generation}.",
             ),
         )
         timeline = self.timeline(0, cfg.for_)
@@ -422,11 +420,11 @@ class _Builder:
         return alert
 
     def weights_behind(self) -> Alert | None:
-        sync_tiers = [t.name for t in self.plan.sync_tiers]
+        sync_tiers = [t.name for t in self.plan.sync.tiers]
         if not sync_tiers:
             return None
-        cfg = self.plan.spec.spec.alerts.weights_behind
-        generation = self.plan.spec.spec.model.generation
+        cfg = self.plan.alerts.weights_behind
+        generation = self.plan.generation
         gen_sel = _selector({"namespace": self.ns})
         alert = Alert(
             name="StandbyWeightsBehind",
@@ -500,7 +498,7 @@ def _with_cases(alert: Alert, cases: list[Case]) -> Alert:
 
 def alerts(plan: Plan) -> list[Alert]:
     b = _Builder(plan)
-    a = plan.spec.spec.alerts
+    a = plan.alerts
     found = [
         b.bandwidth_high(a.bandwidth_high),
         b.failover_spike(a.failover_spike),
@@ -516,11 +514,10 @@ def _kebab(name: str) -> str:
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
-    name = names.rules(plan.spec)
+    name = plan.names.rules
     defined = alerts(plan)
-    interval = units.prom_duration(plan.spec.spec.alerts.evaluation_interval)
+    interval = units.prom_duration(plan.alerts.evaluation_interval)
     context = {
-        **meta(plan, wave=0),
         "name": name,
         "group": f"standbyc.{plan.namespace}.{plan.name}",
         "interval": interval,
@@ -535,26 +532,24 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
             for a in defined
         ],
     }
-    context["labels"] = {**context["labels"], **plan.spec.spec.alerts.rule_labels}
-    obj = r.render(
-        "prometheusrule.yaml.j2", context, Expect(API_VERSION, KIND, name, plan.namespace)
-    )
+    obj = r.render("prometheusrule.yaml.j2", context, KIND)
     rules_file = f"{name}.rules.yaml"
     out = [
-        Emitted(filename(KIND, name), obj),
+        # prometheus-operator loads the rule only where its labels match ruleSelector.
+        Emitted(filename(KIND, name), obj, labels=dict(plan.alerts.rule_labels)),
         # promtool reads plain rule files, not the PrometheusRule object.
-        Emitted(f"tests/{rules_file}", {"groups": obj["spec"]["groups"]}, is_resource=False),
+        Emitted(f"tests/{rules_file}", {"groups": obj["spec"]["groups"]}),
     ]
     for a in defined:
         test = r.render_data(
             "promtool-test.yaml.j2",
             {
                 "rule_file": rules_file,
-                "evaluation_interval": _seconds(plan.spec.spec.alerts.evaluation_interval),
+                "evaluation_interval": _seconds(plan.alerts.evaluation_interval),
                 "tests": [
                     {
                         "name": c.name,
-                        "interval": _seconds(plan.spec.spec.alerts.scrape_interval),
+                        "interval": _seconds(plan.alerts.scrape_interval),
                         "input_series": [vars(s) for s in c.input_series],
                         "checks": [
                             {
@@ -569,5 +564,5 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
                 ],
             },
         )
-        out.append(Emitted(f"tests/{_kebab(a.name)}.test.yaml", test, is_resource=False))
+        out.append(Emitted(f"tests/{_kebab(a.name)}.test.yaml", test))
     return out

@@ -12,27 +12,21 @@ from typing import Any
 
 from compiler import names, units
 from compiler.plan import Plan, TierPlan
-from compiler.render.base import Emitted, Expect, Renderer, filename, meta
+from compiler.render.base import Emitted, Renderer, filename
 
 INDEX = "$(JOB_COMPLETION_INDEX)"  # expanded by the kubelet from the container env
 
 
-def sync_labels(plan: Plan) -> dict[str, str]:
-    """Labels of weight-sync pods; the weight-source NetworkPolicy admits them."""
-    return {"standbyc.dev/weight-sync": plan.name}
-
-
 def job_args(plan: Plan, tier: TierPlan) -> list[str]:
-    model = plan.spec.spec.model
     return [
         "weights",
         "sync",
         "--source",
-        plan.source_url,
+        plan.sync.source_url,
         "--model",
-        model.name,
+        plan.model_name,
         "--generation",
-        str(model.generation),
+        str(plan.generation),
         "--tier",
         tier.name,
         "--index",
@@ -47,59 +41,47 @@ def job_args(plan: Plan, tier: TierPlan) -> list[str]:
 
 
 def _job_spec(plan: Plan, r: Renderer, tier: TierPlan) -> Any:
-    ws = plan.spec.spec.weight_sync
+    sync = plan.sync
     context = {
         "tier": tier,
-        "parallelism": min(tier.replicas, ws.parallelism),
-        "backoff_limit": ws.backoff_limit,
-        "active_deadline_seconds": max(1, ws.active_deadline // 1000),
-        "ttl_seconds": ws.ttl_after_finished // 1000,
-        "pod_labels": {
-            **names.common_labels(plan.spec),
-            **sync_labels(plan),
-            "standbyc.dev/tier": tier.name,
-        },
-        "service_account": names.weight_sync_account(plan.spec),
-        "image": ws.image,
+        "parallelism": min(tier.replicas, sync.parallelism),
+        "backoff_limit": sync.backoff_limit,
+        "active_deadline_seconds": sync.active_deadline_seconds,
+        "ttl_seconds": sync.ttl_seconds,
+        "pod_labels": {**plan.labels, **sync.pod_labels, names.TIER_LABEL: tier.name},
+        "service_account": plan.names.weight_sync_account,
+        "image": sync.image,
         "args": job_args(plan, tier),
-        "resources": ws.resources,
-        "claim": plan.claim,
+        "resources": sync.resources,
+        "claim": plan.names.weights_claim,
     }
     return r.render_data("weight-sync-jobspec.yaml.j2", context)
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
-    ws = plan.spec.spec.weight_sync
-    account = names.weight_sync_account(plan.spec)
+    account = plan.names.weight_sync_account
     out = [
         Emitted(
             filename("ServiceAccount", account),
-            r.render(
-                "serviceaccount.yaml.j2",
-                {**meta(plan, wave=-1), "name": account},
-                Expect("v1", "ServiceAccount", account, plan.namespace),
-            ),
+            r.render("serviceaccount.yaml.j2", {"name": account}, "ServiceAccount"),
         )
     ]
-    for tier in plan.sync_tiers:
-        name = names.weight_sync(plan.spec, tier.name)
-        labels = {"standbyc.dev/tier": tier.name}
+    trigger = plan.sync.trigger
+    for tier in plan.sync.tiers:
+        name = plan.names.weight_sync(tier.name)
+        labels = {names.TIER_LABEL: tier.name}
         context: dict[str, Any] = {"name": name, "job_spec": _job_spec(plan, r, tier)}
-        if ws.trigger.type == "schedule":
-            base = meta(plan, wave=1)
-            base["labels"] = {**base["labels"], **labels}
-            context.update(base, schedule=ws.trigger.schedule)
+        annotations: dict[str, str] = {}
+        if trigger.type == "schedule":
+            context.update(schedule=trigger.schedule, job_labels={**plan.labels, **labels})
             kind, template = "CronJob", "cronjob.yaml.j2"
         else:
-            hook = {
-                "argocd.argoproj.io/hook": ws.trigger.hook,
+            annotations = {
+                "argocd.argoproj.io/hook": trigger.hook,
                 # Job names are fixed, so the previous run is deleted before the next.
                 "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation",
             }
-            base = meta(plan, extra=hook)
-            base["labels"] = {**base["labels"], **labels}
-            context.update(base)
             kind, template = "Job", "job.yaml.j2"
-        obj = r.render(template, context, Expect("batch/v1", kind, name, plan.namespace))
-        out.append(Emitted(filename(kind, name), obj))
+        obj = r.render(template, context, kind)
+        out.append(Emitted(filename(kind, name), obj, labels, annotations))
     return out

@@ -1,6 +1,6 @@
 """The validation gate: kubeconform, promtool and pint over a tree laid out like ``out/``.
 
-``validate_tree`` is what ``standbyc validate``, ``standbyc compile`` and the pre-commit
+``run_gate`` is what ``standbyc validate``, ``standbyc compile`` and the pre-commit
 hook all call. Every tool runs as few processes as possible (one kubeconform per
 Kubernetes version over all files, one ``promtool check rules``, one ``promtool test
 rules``, one pint), and those processes run concurrently.
@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 from ruamel.yaml import YAML
 
 from compiler import tools
-from compiler.validate import kubeconform, pint, promtool, schemas
-from compiler.validate.report import FileResult, Finding, Report, VersionResult
-from compiler.validate.schemas import SchemasMissing, default_schema_dir
+from compiler.gate import kubeconform, pint, promtool, schemas
+from compiler.gate.report import FileResult, Finding, Report, VersionResult
+from compiler.gate.schemas import SchemasMissing, default_schema_dir
 
 __all__ = [
     "DEFAULT_KUBE_VERSIONS",
@@ -33,8 +33,8 @@ __all__ = [
     "VersionResult",
     "default_schema_dir",
     "discover",
+    "run_gate",
     "spec_prefixes",
-    "validate_tree",
 ]
 
 DEFAULT_KUBE_VERSIONS: tuple[str, ...] = schemas.default_kube_versions()
@@ -162,7 +162,7 @@ def _merge_versions(findings: Sequence[Finding]) -> list[Finding]:
     return out
 
 
-def validate_tree(
+def run_gate(
     root: Path,
     *,
     kube_versions: Sequence[str] | None = None,

@@ -17,7 +17,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from compiler import tools
-from compiler.validate.report import FileResult, Finding
+from compiler.gate.report import FileResult, Finding
 
 _CHECK_HEADER = re.compile(r"^Checking (.+)$")
 # Prometheus 3.x prints "Processing test file: F"; 2.x (Debian's 2.42) "Unit Testing:  F".

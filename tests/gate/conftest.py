@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compiler import tools
-from compiler.validate import DEFAULT_KUBE_VERSIONS, schemas
+from compiler.gate import DEFAULT_KUBE_VERSIONS, schemas
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

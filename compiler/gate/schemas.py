@@ -34,8 +34,8 @@ from ruamel.yaml import YAML
 
 from compiler import tools
 from compiler.errors import EXIT_BAD_INPUT, StandbycError, ToolFailed, ToolMissing
-from compiler.validate import crd as crdconv
-from compiler.validate import pins as pinfile
+from compiler.gate import crd as crdconv
+from compiler.gate import pins as pinfile
 
 MANIFEST = "manifest.json"
 # Bump when the conversion code changes what it writes, so old caches count as stale.

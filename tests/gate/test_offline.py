@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.validate import schemas, validate_tree
+from compiler.gate import run_gate, schemas
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[2]
@@ -64,6 +64,6 @@ def test_missing_schemas_name_the_build_command(
     monkeypatch.setenv("GOMODCACHE", str(tmp_path / "empty-modcache"))
     monkeypatch.setenv("GOPROXY", "off")
     with pytest.raises(schemas.SchemasMissing) as err:
-        validate_tree(FIXTURES / "good", schema_dir=tmp_path / "schemas", kube_versions=["1.31"])
+        run_gate(FIXTURES / "good", schema_dir=tmp_path / "schemas", kube_versions=["1.31"])
     assert "standbyc schemas build" in str(err.value)
     assert "module lookup disabled by GOPROXY=off" in str(err.value)

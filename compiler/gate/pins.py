@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from compiler import kinds
+
 
 @dataclass(frozen=True)
 class ToolPin:
@@ -44,7 +46,9 @@ class Pins:
     kube_available: tuple[str, ...]
     kube_default_matrix: tuple[str, ...]
     crds: tuple[CrdSource, ...]
-    digest: str  # sha256 of the pin file; a schema cache built from other pins is stale
+    # sha256 of the pin file and of which kinds each source gives; a schema cache built
+    # from other pins, or for other kinds, is stale.
+    digest: str
 
 
 def _raw() -> bytes:
@@ -56,9 +60,11 @@ def load() -> Pins:
     data: dict[str, Any] = json.loads(raw)
     tools = {name: ToolPin(name=name, **spec) for name, spec in data["tools"].items()}
     kube = data["kubernetes"]
+    # Which kinds each source provides is a column of the kinds table, not a pin.
     crds = tuple(
-        CrdSource(kinds=tuple(entry.pop("kinds")), **entry)
-        for entry in (dict(e) for e in data["crds"])
+        CrdSource(kinds=kinds.schema_kinds(entry["module"]), **entry) for entry in data["crds"]
+    ) + tuple(
+        CrdSource(kinds=(kind,), package_data=crd) for kind, crd in kinds.shipped_crds().items()
     )
     return Pins(
         tools=tools,
@@ -66,5 +72,5 @@ def load() -> Pins:
         kube_available=tuple(kube["available"]),
         kube_default_matrix=tuple(kube["default_matrix"]),
         crds=crds,
-        digest=hashlib.sha256(raw).hexdigest(),
+        digest=hashlib.sha256(raw + repr([(c.label, c.kinds) for c in crds]).encode()).hexdigest(),
     )

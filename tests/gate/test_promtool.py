@@ -6,16 +6,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from compiler.validate import validate_tree
+from compiler.gate import run_gate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED = "out/inference-system/seed"
 
 
 def test_broken_promql_fails_check_rules_with_location(validators: Path) -> None:
-    report = validate_tree(
-        FIXTURES / "broken" / "bad-promql", schema_dir=validators, display_root="out"
-    )
+    report = run_gate(FIXTURES / "broken" / "bad-promql", schema_dir=validators, display_root="out")
     assert not report.ok
     assert [(r.file, r.ok) for r in report.rule_checks] == [
         (f"{SEED}/prometheusrule-seed-egress.yaml", False)
@@ -35,9 +33,7 @@ def test_broken_promql_fails_check_rules_with_location(validators: Path) -> None
 
 def test_pint_reports_the_same_broken_rule(validators: Path, need: Callable[..., None]) -> None:
     need("pint")
-    report = validate_tree(
-        FIXTURES / "broken" / "bad-promql", schema_dir=validators, display_root="out"
-    )
+    report = run_gate(FIXTURES / "broken" / "bad-promql", schema_dir=validators, display_root="out")
     linted = [f for f in report.errors if f.tool == "pint"]
     assert [(f.pointer, f.message) for f in linted] == [
         ("/spec/groups/0/rules/1", "PromQL syntax error (promql/syntax)")
@@ -47,9 +43,7 @@ def test_pint_reports_the_same_broken_rule(validators: Path, need: Callable[...,
 def test_threshold_off_by_8_fails_the_unit_test(validators: Path) -> None:
     """The alert compares a bytes/s rate with a bit/s limit; the test built for the right
     threshold (fires just above 1.25e9 B/s) must catch it."""
-    report = validate_tree(
-        FIXTURES / "broken" / "off-by-8", schema_dir=validators, display_root="out"
-    )
+    report = run_gate(FIXTURES / "broken" / "off-by-8", schema_dir=validators, display_root="out")
     assert not report.ok
     assert all(v.ok for v in report.versions)
     assert all(r.ok for r in report.rule_checks)  # valid PromQL, wrong number
@@ -66,7 +60,7 @@ def test_threshold_off_by_8_fails_the_unit_test(validators: Path) -> None:
 
 
 def test_correct_threshold_passes_the_same_unit_test(validators: Path) -> None:
-    report = validate_tree(FIXTURES / "good", schema_dir=validators, display_root="out")
+    report = run_gate(FIXTURES / "good", schema_dir=validators, display_root="out")
     assert [t.ok for t in report.rule_tests] == [True]
 
 
@@ -77,7 +71,7 @@ def test_unit_test_catches_a_shortened_for(validators: Path, tmp_path: Path) -> 
     seed = tree / "inference-system/seed"
     for rules in (seed / "tests/seed-egress.rules.yaml", seed / "prometheusrule-seed-egress.yaml"):
         rules.write_text(rules.read_text().replace("for: 2m", "for: 1m"))
-    report = validate_tree(tree, schema_dir=validators, display_root="out")
+    report = run_gate(tree, schema_dir=validators, display_root="out")
     (failure,) = report.errors
     assert failure.pointer == "/tests/0/alert_rule_test/0"
     assert failure.message.startswith("alertname: StandbyEgressHotOverLimit, time: 6m,")
@@ -87,7 +81,7 @@ def test_many_prometheusrules_one_promtool_call(validators: Path, tmp_path: Path
     tree = tmp_path / "out"
     for i in range(5):
         shutil.copytree(FIXTURES / "good" / "inference-system", tree / f"ns{i}")
-    report = validate_tree(tree, schema_dir=validators, display_root="out")
+    report = run_gate(tree, schema_dir=validators, display_root="out")
     assert report.ok, report.summary_text()
     assert len(report.rule_checks) == 5 and len(report.rule_tests) == 5
 
@@ -98,7 +92,7 @@ def test_stale_rules_copy_under_tests_is_an_error(validators: Path, tmp_path: Pa
     shutil.copytree(FIXTURES / "good", tree)
     cr = tree / "inference-system/seed/prometheusrule-seed-egress.yaml"
     cr.write_text(cr.read_text().replace(") * 8 > 10000000000", ") > 10000000000"))
-    report = validate_tree(tree, schema_dir=validators, display_root="out")
+    report = run_gate(tree, schema_dir=validators, display_root="out")
     assert [f.render() for f in report.errors] == [
         f"{SEED}/tests/seed-egress.rules.yaml: PrometheusRule/seed-egress: /groups: differs from "
         f"spec.groups of {SEED}/prometheusrule-seed-egress.yaml; the unit tests would test a "

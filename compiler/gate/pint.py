@@ -19,8 +19,8 @@ from ruamel.yaml.comments import CommentedSeq
 
 from compiler import tools
 from compiler.errors import ToolFailed
-from compiler.validate.promtool import Outcome, RuleSource
-from compiler.validate.report import ERROR, WARNING, Finding
+from compiler.gate.promtool import Outcome, RuleSource
+from compiler.gate.report import ERROR, WARNING, Finding
 
 _FAILING = {"bug", "fatal"}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from compiler.cli import main
-from compiler.validate import DEFAULT_KUBE_VERSIONS, pins
+from compiler.gate import DEFAULT_KUBE_VERSIONS, pins
 
 
 def test_doctor_reports_pinned_tools_and_schemas(

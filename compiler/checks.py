@@ -1,9 +1,10 @@
-"""Step 2: turn loaded data into a ``StandbySpec``, with located errors.
+"""Step 2, the spec checks: loaded data into a ``StandbySpec``, with located errors.
 
 pydantic reports errors by field path; ``Positions`` turns each path into
 ``file:line:col``. Semantic checks (the link budget, keepalive pitfall,
-``for`` versus evaluation interval, derived name lengths) run after the model
-is valid, so they can rely on parsed units.
+``for`` versus evaluation interval) run after the model
+is valid, so they can rely on parsed units. Name lengths are checked on the
+emitted objects (``compiler.decorate``), per kind.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from compiler import names, units
+from compiler import units
 from compiler.errors import Diagnostic, Location, SpecError
 from compiler.load import LoadedSpec, PathKey, dotted_path
 from compiler.spec import StandbySpec
@@ -208,15 +209,6 @@ def _lists_and_names(spec: StandbySpec) -> list[Problem]:
         out.append((("spec", "weightSync", "tiers"), "a tier is listed twice"))
     if len(set(s.qos.outputs)) != len(s.qos.outputs):
         out.append((("spec", "qos", "outputs"), "an output is listed twice"))
-    too_long = [n for n in names.all_object_names(spec) if len(n) > 63]
-    if too_long:
-        out.append(
-            (
-                ("metadata", "name"),
-                f"derived object name {too_long[0]!r} is {len(too_long[0])} characters; "
-                "Kubernetes allows 63, so shorten metadata.name",
-            )
-        )
     if not any(t.replicas for _, t in s.tiers.items()):
         out.append(
             (("spec", "tiers"), "every tier has 0 replicas; there is nothing to fail over to")
@@ -227,7 +219,7 @@ def _lists_and_names(spec: StandbySpec) -> list[Problem]:
 SEMANTIC_CHECKS = (_link_budget, _keepalive, _alert_timing, _lists_and_names)
 
 
-def validate(loaded: LoadedSpec) -> StandbySpec:
+def check_spec(loaded: LoadedSpec) -> StandbySpec:
     try:
         spec = StandbySpec.model_validate(loaded.data)
     except ValidationError as exc:

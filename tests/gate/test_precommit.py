@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.validate import DEFAULT_KUBE_VERSIONS
+from compiler.gate import DEFAULT_KUBE_VERSIONS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[2]

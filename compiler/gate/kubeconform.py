@@ -11,8 +11,8 @@ from typing import Any
 
 from compiler import tools
 from compiler.errors import ToolFailed
-from compiler.validate.report import Finding, VersionResult
-from compiler.validate.schemas import SchemaDir
+from compiler.gate.report import Finding, VersionResult
+from compiler.gate.schemas import SchemaDir
 
 # In kubeconform's ``msg`` every leaf error reads "- at '<pointer>': <text>";
 # ``validationErrors`` often carries only the parent ("/spec", "validation failed").

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from compiler.cli import main
-from compiler.validate import DEFAULT_KUBE_VERSIONS, validate_tree
+from compiler.gate import DEFAULT_KUBE_VERSIONS, run_gate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -17,13 +17,13 @@ SEED = "out/inference-system/seed"
 
 
 def _errors(case: str, schema_dir: Path) -> list[str]:
-    report = validate_tree(FIXTURES / "broken" / case, schema_dir=schema_dir, display_root="out")
+    report = run_gate(FIXTURES / "broken" / case, schema_dir=schema_dir, display_root="out")
     assert not report.ok
     return [f.render(report.kube_versions) for f in report.errors]
 
 
 def test_good_tree_is_valid_on_every_version(validators: Path) -> None:
-    report = validate_tree(FIXTURES / "good", schema_dir=validators, display_root="out")
+    report = run_gate(FIXTURES / "good", schema_dir=validators, display_root="out")
     assert report.ok, report.summary_text()
     assert [v.kube_version for v in report.versions] == list(DEFAULT_KUBE_VERSIONS)
     assert all(v.valid == 11 and v.invalid == 0 for v in report.versions)
@@ -64,9 +64,7 @@ def test_missing_required_field(validators: Path) -> None:
 
 
 def test_kind_without_schema_is_an_error_not_a_skip(validators: Path) -> None:
-    report = validate_tree(
-        FIXTURES / "broken" / "no-schema", schema_dir=validators, display_root="out"
-    )
+    report = run_gate(FIXTURES / "broken" / "no-schema", schema_dir=validators, display_root="out")
     assert [f.render(report.kube_versions) for f in report.errors] == [
         f"{SEED}/virtualservice-seed-llm.yaml: VirtualService/seed-llm: "
         "no schema: could not find schema for VirtualService (every emitted kind needs a schema)"
@@ -75,9 +73,7 @@ def test_kind_without_schema_is_an_error_not_a_skip(validators: Path) -> None:
 
 
 def test_one_finding_per_problem_across_the_matrix(validators: Path) -> None:
-    report = validate_tree(
-        FIXTURES / "broken" / "wrong-type", schema_dir=validators, display_root="out"
-    )
+    report = run_gate(FIXTURES / "broken" / "wrong-type", schema_dir=validators, display_root="out")
     (finding,) = report.errors
     assert finding.kube_versions == DEFAULT_KUBE_VERSIONS
     assert [v.invalid for v in report.versions] == [1] * len(DEFAULT_KUBE_VERSIONS)

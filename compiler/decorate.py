@@ -1,0 +1,87 @@
+"""Step 5, after rendering: metadata in one pass, then checks on what will be written.
+
+Renderers return bare objects (a name and a body). ``decorate`` adds, per the
+kind's row in ``compiler.kinds``, the namespace, the labels and annotations
+every object carries, the object's own ones and the Argo CD sync wave.
+``name_problem`` enforces each kind's name limit on the emitted names, and
+``serialize`` writes each file and proves it parses back to exactly the
+object rendered for it, so no value can add a document or a field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from compiler import kinds, yamlio
+from compiler.errors import EXIT_INTERNAL, StandbycError
+from compiler.render.base import Emitted
+
+
+@dataclass(frozen=True)
+class Common:
+    """What every decorated object of one spec (or of the shared files) carries."""
+
+    namespace: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+class OutputMismatch(StandbycError):
+    """An emitted file does not read back as the object standbyc rendered for it."""
+
+    exit_code = EXIT_INTERNAL
+
+
+def decorate(e: Emitted, common: Common) -> Emitted:
+    row = kinds.BY_NAME.get(e.kind)
+    if row is None or not row.decorated:
+        return e
+    meta: dict[str, Any] = dict(e.obj.get("metadata") or {})
+    out: dict[str, Any] = {"name": meta.pop("name")}
+    if row.namespaced and common.namespace is not None:
+        out["namespace"] = common.namespace
+    labels = {**common.labels, **meta.pop("labels", {}), **e.labels}
+    annotations = {**common.annotations, **meta.pop("annotations", {})}
+    if row.wave is not None:
+        annotations[kinds.WAVE_ANNOTATION] = str(row.wave)
+    annotations.update(e.annotations)
+    if labels:
+        out["labels"] = labels
+    if annotations:
+        out["annotations"] = annotations
+    out.update(meta)
+    return replace(e, obj={**e.obj, "metadata": out}, labels={}, annotations={})
+
+
+def name_problem(emitted: Iterable[Emitted]) -> str | None:
+    """The emitted name furthest over its kind's limit (and how many others are over)."""
+    over = [
+        (len(e.name) - row.name_limit, e, row.name_limit)
+        for e in emitted
+        if (row := kinds.BY_NAME.get(e.kind)) is not None and len(e.name) > row.name_limit
+    ]
+    if not over:
+        return None
+    _, e, limit = max(over, key=lambda item: item[0])
+    more = f" ({len(over) - 1} more objects are too long)" if len(over) > 1 else ""
+    return (
+        f"derived {e.kind} name {e.name!r} is {len(e.name)} characters; Kubernetes allows "
+        f"{limit} for a {e.kind}, so shorten metadata.name{more}"
+    )
+
+
+def serialize(obj: Any, source: str, where: str) -> str:
+    """The file's text: header and canonical YAML, checked to parse back to ``obj``."""
+    text = yamlio.document(obj, source)
+    try:
+        back = yamlio.parse_one(text)
+    except Exception as exc:  # any parse failure is the same bug as a mismatch
+        raise OutputMismatch(f"{where}: emitted text does not parse: {exc}") from None
+    if back != [obj]:
+        raise OutputMismatch(
+            f"{where}: emitted text reads back as {len(back)} document(s) that differ from "
+            "the object standbyc rendered; nothing was written (a bug in standbyc)"
+        )
+    return text

@@ -1,0 +1,126 @@
+"""The one table of the kinds standbyc emits.
+
+Each row says everything the pipeline needs to know about a kind: its apiVersion,
+its place in the apply order (the row's position), its Argo CD sync wave, how long
+its name may be, whether it is namespaced, where kubeconform's schema for it comes
+from, whether standbyc ships its CRD, and which top-level fields a rendered object
+may have. Ordering, waves, the CRD set, the name checks, the shape checks and the
+schema build all read this table; nothing else names a kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KUBERNETES = "kubernetes"  # schema from the Kubernetes JSON schemas (kubernetes-validate)
+STANDBYC = "standbyc"  # schema from the CRD standbyc ships (``crd`` below)
+WAVE_ANNOTATION = "argocd.argoproj.io/sync-wave"
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    api_version: str
+    # Argo CD sync wave. None: no wave (hooks order themselves, and files that are
+    # not applied have none).
+    wave: int | None
+    name_limit: int = 63  # what the API server accepts for metadata.name
+    namespaced: bool = True
+    # Where kubeconform's schema comes from: KUBERNETES, STANDBYC, or the Go module of a
+    # CRD source pinned in compiler/data/pins.json.
+    schema: str = KUBERNETES
+    crd: str | None = None  # compiler/data/<crd>: a CRD standbyc ships and emits to crds/
+    applied: bool = True  # listed in kustomization.yaml, so Argo CD applies it
+    fields: tuple[str, ...] = ("spec",)  # top-level keys besides apiVersion, kind, metadata
+    decorated: bool = True  # gets namespace, common labels and annotations after rendering
+
+    @property
+    def top_keys(self) -> frozenset[str]:
+        return frozenset(("apiVersion", "kind", "metadata", *self.fields))
+
+
+# Rows in apply order: what others depend on comes first.
+KINDS: tuple[Kind, ...] = (
+    Kind(
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io/v1",
+        wave=-2,
+        name_limit=253,
+        namespaced=False,
+    ),
+    Kind("ServiceAccount", "v1", wave=-1, fields=("automountServiceAccountToken",)),
+    # The policy must exist before the tier Pods are (re)created to mutate them.
+    Kind(
+        "ClusterPolicy",
+        "kyverno.io/v1",
+        wave=-1,
+        namespaced=False,
+        schema="github.com/kyverno/kyverno",
+    ),
+    Kind("ConfigMap", "v1", wave=0, fields=("data",)),
+    Kind("NetworkPolicy", "networking.k8s.io/v1", wave=0),
+    Kind(
+        "CiliumEgressQoS",
+        "cilium.io/v2",
+        wave=0,
+        name_limit=253,
+        schema=STANDBYC,
+        crd="crds/ciliumegressqoses.cilium.io.yaml",
+    ),
+    Kind("DestinationRule", "networking.istio.io/v1", wave=0, schema="istio.io/api"),
+    Kind(
+        "PrometheusRule",
+        "monitoring.coreos.com/v1",
+        wave=0,
+        schema="github.com/prometheus-operator/prometheus-operator",
+    ),
+    # The API server refuses CronJob names over 52 characters: it appends an
+    # 11-character suffix to name each Job.
+    Kind("CronJob", "batch/v1", wave=1, name_limit=52),
+    Kind("Job", "batch/v1", wave=None),
+    # kustomize files: read by kustomize, never applied themselves.
+    Kind(
+        "Component",
+        "kustomize.config.k8s.io/v1alpha1",
+        wave=None,
+        namespaced=False,
+        applied=False,
+        fields=("patches",),
+        decorated=False,
+    ),
+    Kind(
+        "Kustomization",
+        "kustomize.config.k8s.io/v1beta1",
+        wave=None,
+        namespaced=False,
+        applied=False,
+        fields=("resources",),
+        decorated=False,
+    ),
+)
+
+BY_NAME: dict[str, Kind] = {k.kind: k for k in KINDS}
+
+
+def get(kind: str) -> Kind:
+    """The row for ``kind``; a kind without a row is a bug in a renderer."""
+    try:
+        return BY_NAME[kind]
+    except KeyError:
+        raise KeyError(f"kind {kind!r} has no row in compiler.kinds.KINDS") from None
+
+
+def rank(kind: str) -> int:
+    """Position in the apply order; data files (no kind) come after every kind."""
+    row = BY_NAME.get(kind)
+    return KINDS.index(row) if row is not None else len(KINDS)
+
+
+def schema_kinds(source: str) -> tuple[str, ...]:
+    """The kinds whose kubeconform schema comes from ``source`` (a CRD module, or STANDBYC)."""
+    return tuple(k.kind for k in KINDS if k.schema == source)
+
+
+def shipped_crds() -> dict[str, str]:
+    """Kind -> the CRD file (under compiler/data) that standbyc ships for it."""
+    return {k.kind: k.crd for k in KINDS if k.crd is not None}
