@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install tools schemas demo test lint bench schema clean
+.PHONY: install tools schemas demo test fuzz lint bench schema clean
 
 TORCH_STAMP := $(VENV)/.torch-stamp
 
@@ -39,6 +39,10 @@ demo: tools
 ## test: install everything, lint, run the test suite
 test: tools lint $(TORCH_STAMP)
 	STANDBYC_REQUIRE_TORCH=1 $(PY) -m pytest
+
+## fuzz: the property tests with the large hypothesis profile (nightly)
+fuzz: tools $(TORCH_STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest tests/test_property.py tests/test_yamlio.py tests/weights/test_fuzz.py
 
 lint: install
 	$(BIN)/ruff check compiler tests bench

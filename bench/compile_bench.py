@@ -24,15 +24,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from compiler import outdir, pipeline  # noqa: E402
-from compiler.gate import Report, run_gate  # noqa: E402
-from compiler.render.base import Renderer  # noqa: E402
+from compiler import pipeline  # noqa: E402
+from compiler.api import compile_tree  # noqa: E402
 
 SEED = (ROOT / "specs" / "inference-engine.yaml").read_text()
 
@@ -54,48 +52,26 @@ def generate(dest: Path, count: int) -> list[Path]:
     return paths
 
 
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def one_run(specs: list[Path], out: Path, only: list[str] | None) -> dict[str, float]:
-    renderer = Renderer()
-    result: dict[str, object] = {}
-
-    def compile_tree() -> None:
-        current = outdir.read(out)
-        result["tree"] = pipeline.build_tree(specs, renderer, current.owned)[1]
-
-    compile_s = timed(compile_tree)
-    tree: dict[str, str] = result["tree"]  # type: ignore[assignment]
-    reports: list[Report] = []
-
-    def gate(staged: Path) -> None:
-        report = run_gate(staged, display_root="out", only=only)
-        if not report.ok:
-            raise SystemExit(report.summary_text())
-        reports.append(report)
-
-    write_s = timed(lambda: outdir.replace(out, tree, validate=gate))
-    report = reports[0]
+def one_run(specs: list[Path], out: Path) -> dict[str, float]:
+    result = compile_tree(specs, out)
+    if not result.ok:
+        raise SystemExit(result.report.summary_text() if result.report else result.diagnostics)
+    report = result.report
+    assert report is not None
     return {
         "files": float(report.resource_files),
-        "compile_s": compile_s,
-        "write_s": write_s - report.wall_seconds,
+        "compile_s": result.compile_seconds,
+        "write_s": result.write_seconds - report.wall_seconds,
         "gate_own_s": report.own_seconds,
         "kubeconform_s": report.tool_seconds.get("kubeconform", 0.0),
         "promtool_s": report.tool_seconds.get("promtool", 0.0),
         "pint_s": report.tool_seconds.get("pint", 0.0),
-        "total_s": compile_s + write_s,
+        "total_s": result.compile_seconds + result.write_seconds,
     }
 
 
-def scenario(
-    specs: list[Path], out: Path, runs: int, only: list[str] | None = None
-) -> dict[str, float]:
-    samples = [one_run(specs, out, only) for _ in range(runs + 1)][1:]
+def scenario(specs: list[Path], out: Path, runs: int) -> dict[str, float]:
+    samples = [one_run(specs, out) for _ in range(runs + 1)][1:]
     return {k: round(statistics.median(s[k] for s in samples), 3) for k in samples[0]}
 
 

@@ -44,6 +44,16 @@ class Diagnostic:
     def __str__(self) -> str:
         return f"{self.location}: {self.message}"
 
+    def to_json(self) -> dict[str, str | int | None]:
+        loc = self.location
+        return {
+            "file": loc.file,
+            "line": loc.line,
+            "column": loc.column,
+            "path": loc.path,
+            "message": self.message,
+        }
+
 
 class StandbycError(Exception):
     """Base of every error standbyc expects; carries its own exit code."""

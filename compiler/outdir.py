@@ -142,16 +142,19 @@ def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> Path:
 
 def replace(
     out: Path,
-    desired: dict[str, str],
+    build: Callable[[Contents], dict[str, str]],
     validate: Callable[[Path], None] | None = None,
 ) -> bool:
-    """Make ``out/``'s owned files exactly ``desired``. Returns whether anything changed.
+    """Make ``out/``'s owned files exactly ``build(contents of out/)``; return whether
+    anything changed.
 
-    ``validate`` runs on the staged tree; if it raises, nothing is swapped.
+    The lock is taken before ``out/`` is read, so the tree is built from what is really
+    there. ``validate`` runs on the staged tree; if it raises, nothing is swapped.
     """
     with locked(out):
         recover(out)
         contents = read(out)
+        desired = build(contents)
         staging = _stage(out, contents, desired)
         try:
             if validate is not None:

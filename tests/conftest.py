@@ -10,11 +10,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from compiler.cli import main
 
+# Property tests take their example counts from a profile: a small one for every run
+# (`make test`), a large one for `make fuzz` (pytest --hypothesis-profile=fuzz).
+settings.register_profile("default", max_examples=40)
+settings.register_profile("fuzz", max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
 REPO = Path(__file__).resolve().parent.parent
 CASES = Path(__file__).resolve().parent / "cases"
+OUT = REPO / "out"  # the committed output of specs/: the golden tree of the example specs
+
+
+def golden_trees() -> list[tuple[Path, Path]]:
+    """(spec, the tree it compiles to): each example spec with the committed out/, and each
+    tests/cases/<scenario>/spec.yaml with its expected/. Each golden lives in one place."""
+    pairs = [(spec, OUT) for spec in sorted((REPO / "specs").glob("*.yaml"))]
+    pairs += [(case / "spec.yaml", case / "expected") for case in sorted(CASES.iterdir())]
+    return pairs
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

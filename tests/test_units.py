@@ -10,7 +10,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from compiler import units
-from tests.conftest import CASES
+from tests.conftest import OUT, REPO, golden_trees
 
 # Kubernetes resource.Quantity grammar (decimal SI and binary suffixes, no units).
 QUANTITY = re.compile(r"^(?P<num>[0-9]+(\.[0-9]*)?)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
@@ -107,14 +107,16 @@ def test_seed_full_copy_time() -> None:
 
 
 def _emitted_bandwidths() -> list[tuple[str, str, int]]:
-    """(file, emitted quantity, tier egress from the spec) for every golden case."""
+    """(file, emitted quantity, tier egress from the spec) for every golden tree."""
     yaml = YAML(typ="safe")
     found = []
-    for case in sorted(CASES.iterdir()):
-        spec = yaml.load((case / "spec.yaml").read_text())
+    for spec_path, tree in golden_trees():
+        spec = yaml.load(spec_path.read_text())
         tiers = spec.get("spec", {}).get("tiers", {})
         defaults = {"hot": "25Gbit/s", "warm": "10Gbit/s", "cold": "5Gbit/s"}
-        for path in sorted((case / "expected").rglob("clusterpolicy-*.yaml")):
+        meta = spec["metadata"]
+        policies = tree / meta.get("namespace", "default") / meta["name"]
+        for path in sorted(policies.rglob("clusterpolicy-*.yaml")):
             policy = yaml.load(path.read_text())
             for rule in policy["spec"]["rules"]:
                 tier = rule["name"].removeprefix("egress-")
@@ -122,7 +124,7 @@ def _emitted_bandwidths() -> list[tuple[str, str, int]]:
                 egress = tiers.get(tier, {}).get("egress", defaults[tier])
                 found.append(
                     (
-                        str(path.relative_to(CASES)),
+                        str(path.relative_to(REPO)),
                         note["kubernetes.io/egress-bandwidth"],
                         units.parse_bandwidth(egress),
                     )
@@ -137,7 +139,7 @@ def test_emitted_egress_parses_as_a_quantity_in_bits(path: str, quantity: str, b
 
 def test_emitted_priorities_are_cilium_classes() -> None:
     yaml = YAML(typ="safe")
-    policy = next((CASES / "seed" / "expected").rglob("clusterpolicy-*.yaml"))
+    policy = next((OUT / "inference-system").rglob("clusterpolicy-*.yaml"))
     rules = yaml.load(Path(policy).read_text())["spec"]["rules"]
     got = {
         r["name"]: r["mutate"]["patchStrategicMerge"]["metadata"]["annotations"][

@@ -86,7 +86,7 @@ def _normalise(node: Any) -> Any:
     return node
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(deadline=None)
 @given(st.dictionaries(keys, data, min_size=1, max_size=5))
 def test_round_trip(obj: dict[str, Any]) -> None:
     text = yamlio.dump(obj)

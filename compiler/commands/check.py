@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from compiler.commands._common import add_compile_options, desired_tree, emit_json
-from compiler.errors import EXIT_FAILED
+from compiler.commands._common import add_compile_options
+from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+
+if TYPE_CHECKING:
+    from compiler.api import Result
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,24 +63,56 @@ def _source_in_out(path: Path, out: Path) -> str | None:
     return None
 
 
-def run(args: argparse.Namespace) -> int:
-    from compiler import outdir, pipeline
+@dataclass(frozen=True)
+class CheckOutcome:
+    result: Result
 
-    specs = pipeline.discover(args.paths or [Path("specs")])
+    @property
+    def exit_code(self) -> int:
+        if self.result.diagnostics:
+            return EXIT_BAD_INPUT
+        return EXIT_FAILED if self.result.changes.paths else EXIT_OK
+
+    def _diff(self) -> str:
+        from compiler import outdir
+
+        r = self.result
+        return outdir.diff(r.current, r.files, r.out.as_posix())
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.result
+        stale = list(r.changes.paths)
+        return {
+            "out": str(r.out),
+            "fresh": not stale and not r.diagnostics,
+            "stale": stale,
+            "diff": self._diff() if stale else "",
+            "diagnostics": [d.to_json() for d in r.diagnostics],
+        }
+
+    def text(self) -> str:
+        r = self.result
+        if r.diagnostics:
+            return ""
+        return self._diff() if r.changes.paths else f"{r.out}/ is up to date"
+
+    def problem(self) -> str:
+        r = self.result
+        if r.diagnostics:
+            return "\n".join(str(d) for d in r.diagnostics)
+        if stale := r.changes.paths:
+            return f"{r.out}/ is stale ({len(stale)} files differ); run: standbyc compile"
+        return ""
+
+
+def run(args: argparse.Namespace) -> int:
+    from compiler import pipeline
+    from compiler.api import DEFAULT_SPECS, compile_tree
+    from compiler.output import emit
+
+    specs = pipeline.discover(args.paths or [DEFAULT_SPECS])
     only = specs_for(args.changed, specs, args.out) if args.changed else None
-    _, current, desired = desired_tree(args, specs if only is None else only)
-    text = outdir.diff(current.owned, desired, args.out.as_posix())
-    stale = sorted(
-        p for p in set(current.owned) | set(desired) if current.owned.get(p) != desired.get(p)
+    result = compile_tree(
+        specs if only is None else only, args.out, templates=args.templates, write=False
     )
-    if args.format == "json":
-        emit_json({"out": str(args.out), "fresh": not stale, "stale": stale, "diff": text})
-    elif stale:
-        sys.stdout.write(text)
-        print(
-            f"standbyc: {args.out}/ is stale ({len(stale)} files differ); run: standbyc compile",
-            file=sys.stderr,
-        )
-    else:
-        print(f"{args.out}/ is up to date")
-    return EXIT_FAILED if stale else 0
+    return emit(CheckOutcome(result), args.format)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from compiler import tools
-from compiler.commands._common import add_format_option
 from compiler.errors import EXIT_FAILED, EXIT_OK, StandbycError
 from compiler.gate import pins as pinfile
 from compiler.gate import schemas
+from compiler.output import add_format_option, emit
 
 _VERSION_ARGS = {
     "kubeconform": ["-v"],
@@ -119,26 +119,49 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
+@dataclass(frozen=True)
+class DoctorOutcome:
+    tools: list[ToolStatus]
+    schema: SchemaStatus
+
+    @property
+    def healthy(self) -> bool:
+        return all(s.path for s in self.tools if s.required) and self.schema.state.startswith("ok")
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.healthy else EXIT_FAILED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.healthy,
+            "tools": [asdict(s) for s in self.tools],
+            "schemas": asdict(self.schema),
+        }
+
+    def text(self) -> str:
+        lines = []
+        for s in self.tools:
+            label = "required" if s.required else "optional"
+            where = f"{s.version or '?'} at {s.path}" if s.path else "-"
+            pinned = f" (pin {s.pinned})" if s.pinned else ""
+            lines.append(f"{s.name:<12} {label:<9} {where}{pinned}: {s.note}")
+        schema = self.schema
+        lines.append(f"schemas      {schema.dir}: {schema.state}")
+        if schema.kubernetes:
+            lines.append(
+                f"  kubernetes {', '.join(schema.kubernetes)}  (from kubernetes-validate "
+                f"{schema.kubernetes_validate}, pin {schema.kubernetes_validate_pinned})"
+            )
+            lines.append(f"  crds       {', '.join(schema.crds)}")
+        lines.append("ok" if self.healthy else "NOT READY: see the notes above")
+        return "\n".join(lines)
+
+    def problem(self) -> str:
+        return ""
+
+
 def run(args: argparse.Namespace) -> int:
     pins = pinfile.load()
     statuses = [tool_status(n, pins) for n in ("kubeconform", "promtool", "pint", "go")]
-    schema = schema_status(pins)
-    healthy = all(s.path for s in statuses if s.required) and schema.state.startswith("ok")
-    if args.format == "json":
-        doc = {"ok": healthy, "tools": [asdict(s) for s in statuses], "schemas": asdict(schema)}
-        print(json.dumps(doc, indent=2))
-        return EXIT_OK if healthy else EXIT_FAILED
-    for s in statuses:
-        label = "required" if s.required else "optional"
-        where = f"{s.version or '?'} at {s.path}" if s.path else "-"
-        pinned = f" (pin {s.pinned})" if s.pinned else ""
-        print(f"{s.name:<12} {label:<9} {where}{pinned}: {s.note}")
-    print(f"schemas      {schema.dir}: {schema.state}")
-    if schema.kubernetes:
-        print(
-            f"  kubernetes {', '.join(schema.kubernetes)}  (from kubernetes-validate "
-            f"{schema.kubernetes_validate}, pin {schema.kubernetes_validate_pinned})"
-        )
-        print(f"  crds       {', '.join(schema.crds)}")
-    print("ok" if healthy else "NOT READY: see the notes above")
-    return EXIT_OK if healthy else EXIT_FAILED
+    return emit(DoctorOutcome(statuses, schema_status(pins)), args.format)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from compiler.commands._common import add_format_option
 from compiler.errors import EXIT_FAILED, EXIT_OK, UsageError
-from compiler.gate import run_gate
+from compiler.gate import Report, run_gate
+from compiler.output import add_format_option, emit
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,6 +43,39 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
+@dataclass(frozen=True)
+class ValidateOutcome:
+    report: Report
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.report.ok else EXIT_FAILED
+
+    def to_json(self) -> dict[str, Any]:
+        return self.report.to_dict()
+
+    def text(self) -> str:
+        return self.report.summary_text() if self.report.ok else ""
+
+    def problem(self) -> str:
+        return "" if self.report.ok else self.report.summary_text()
+
+
+@dataclass(frozen=True)
+class NothingToValidate:
+    root: Path
+    exit_code: int = EXIT_OK
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "root": str(self.root), "skipped": "no changed file under it"}
+
+    def text(self) -> str:
+        return f"no changed file under {self.root}; nothing to validate"
+
+    def problem(self) -> str:
+        return ""
+
+
 def run(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     if not root.is_dir():
@@ -50,8 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.changed:
         only = [rel for f in args.changed if (rel := _relative(Path(f), root)) is not None]
         if not only:
-            print(f"no changed file under {root}; nothing to validate")
-            return EXIT_OK
+            return emit(NothingToValidate(root), args.format)
     report = run_gate(
         root,
         kube_versions=args.kube_version,
@@ -59,11 +92,7 @@ def run(args: argparse.Namespace) -> int:
         display_root=args.dir.rstrip("/") or ".",
         only=only,
     )
-    if args.format == "json":
-        print(report.to_json())
-    else:
-        print(report.summary_text(), file=sys.stdout if report.ok else sys.stderr)
-    return EXIT_OK if report.ok else EXIT_FAILED
+    return emit(ValidateOutcome(report), args.format)
 
 
 def _relative(path: Path, root: Path) -> str | None:

@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from compiler.commands._common import add_format_option
+from compiler.output import add_format_option
 from compiler.weights import DEFAULT_CHUNK
 
 

@@ -39,7 +39,10 @@ def quote(value: Any) -> str:
         str(value)  # StrictUndefined raises here, naming the missing variable
     if isinstance(value, tuple):
         value = list(value)
-    return json.dumps(value, ensure_ascii=True, sort_keys=False)
+    try:
+        return json.dumps(value, ensure_ascii=True, sort_keys=False)
+    except (TypeError, ValueError) as exc:
+        raise jinja2.TemplateRuntimeError(f"cannot write this value as YAML: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,9 @@ class Renderer:
             lstrip_blocks=True,
         )
         self.env.filters["q"] = quote
+        # Templates see only the context a renderer passes (no jinja globals such as
+        # ``namespace``, which would silently stand in for a missing value).
+        self.env.globals.clear()
 
     def render_text(self, template: str, context: dict[str, Any]) -> str:
         try:

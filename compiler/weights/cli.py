@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.errors import UsageError
+from compiler.output import Message, emit
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
 from compiler.weights.errors import VerifyFailed
@@ -19,7 +20,7 @@ from compiler.weights.safetensors_io import Checkpoint
 
 
 def _emit(args: argparse.Namespace, doc: dict[str, Any], text: str) -> None:
-    print(json.dumps(doc, indent=2, sort_keys=True) if args.format == "json" else text)
+    emit(Message(doc, text), args.format)
 
 
 def _size(path: Path) -> int:
@@ -109,10 +110,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     doc = {"path": str(args.path), "manifest": str(args.manifest), "ok": not problems,
            "digest": got.digest, "expected": want.digest, "problems": problems}  # fmt: skip
     if problems:
-        if args.format == "json":
-            _emit(args, doc, "")
-        raise VerifyFailed(f"{args.path} does not match {args.manifest}:\n  " +
-                           "\n  ".join(problems[:20]))  # fmt: skip
+        listed = "\n  ".join(problems[:20])
+        return emit(
+            Message(doc, "", f"{args.path} does not match {args.manifest}:\n  {listed}",
+                    VerifyFailed.exit_code),
+            args.format,
+        )  # fmt: skip
     _emit(args, doc, f"{args.path}: OK, digest {got.digest}")
     return 0
 

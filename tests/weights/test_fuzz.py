@@ -24,8 +24,9 @@ from compiler.weights.testing import rl_pair, transformer_specs
 from tests.conftest import field_paths
 from tests.weights.test_format import tiny_pair
 
-FUZZ = settings(max_examples=1500, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+# Example counts come from the profile (tests/conftest.py): small by default, large for
+# `make fuzz`.
+FUZZ = settings(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 class Case:

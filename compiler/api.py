@@ -1,0 +1,154 @@
+"""The compile API: the one entry point that the CLI, the Argo CD plugin, the bench and
+the tests call.
+
+``compile_tree`` discovers the specs, compiles them, merges the result with the files
+``out/`` already holds for other specs, runs the validation gate on the staged tree and
+swaps it in atomically. With ``write=False`` it only computes what ``out/`` should hold
+(``standbyc check``, the plugin's stream, property tests). Spec problems and gate
+findings come back in the ``Result``; only usage errors, missing tools and broken
+templates raise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compiler import outdir, pipeline
+from compiler.errors import Diagnostic, SpecError, StandbycError
+from compiler.gate import Report, run_gate
+from compiler.render.base import Emitted, Renderer
+
+DEFAULT_SPECS = Path("specs")
+
+
+@dataclass(frozen=True)
+class Changes:
+    """How the owned files of ``out/`` differ from what the specs compile to."""
+
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(sorted((*self.added, *self.changed, *self.removed)))
+
+    @classmethod
+    def between(cls, before: dict[str, str], after: dict[str, str]) -> Changes:
+        return cls(
+            added=tuple(p for p in after if p not in before),
+            changed=tuple(p for p in after if p in before and before[p] != after[p]),
+            removed=tuple(p for p in before if p not in after),
+        )
+
+
+@dataclass(frozen=True)
+class Result:
+    out: Path
+    specs: tuple[pipeline.CompiledSpec, ...] = ()
+    files: dict[str, str] = field(default_factory=dict)  # owned tree out/ should hold
+    current: dict[str, str] = field(default_factory=dict)  # owned files out/ held before
+    changes: Changes = Changes()
+    written: bool = False  # out/ was replaced
+    report: Report | None = None  # the gate's report; None when not validated
+    diagnostics: tuple[Diagnostic, ...] = ()  # spec problems: nothing was written
+    compile_seconds: float = 0.0
+    write_seconds: float = 0.0  # staging, gate and swap
+
+    @property
+    def ok(self) -> bool:
+        return not self.diagnostics and (self.report is None or self.report.ok)
+
+    @property
+    def objects(self) -> list[Emitted]:
+        return [e for one in self.specs for e in one.objects]
+
+
+class _Rejected(StandbycError):
+    """The gate said no; carries nothing, the report is kept by the caller."""
+
+
+def kube_versions_of(specs: Sequence[pipeline.CompiledSpec]) -> list[str] | None:
+    """The Kubernetes versions the specs ask to be validated against (None: the matrix)."""
+    asked = {v for one in specs for v in one.plan.kube_versions}
+    return sorted(asked) or None
+
+
+@dataclass
+class _Run:
+    """What one compile learns as it goes (the build and gate steps run inside the lock)."""
+
+    current: outdir.Contents = field(default_factory=lambda: outdir.Contents({}, []))
+    specs: tuple[pipeline.CompiledSpec, ...] = ()
+    files: dict[str, str] = field(default_factory=dict)
+    report: Report | None = None
+    compile_seconds: float = 0.0
+
+
+def compile_tree(
+    paths: Sequence[Path] = (),
+    out: Path = Path("out"),
+    *,
+    validate: bool = True,
+    templates: Path | None = None,
+    kube_versions: Sequence[str] | None = None,
+    write: bool = True,
+) -> Result:
+    """Compile the specs in ``paths`` (default ``specs/``) into ``out``.
+
+    The lock on ``out`` is taken before ``out`` is read, so two compiles never both
+    succeed while one's output is lost.
+    """
+    specs = pipeline.discover(list(paths) or [DEFAULT_SPECS])
+    renderer = Renderer(templates)
+    run = _Run()
+
+    def build(current: outdir.Contents) -> dict[str, str]:
+        t0 = time.perf_counter()
+        run.current = current
+        try:
+            compiled, run.files = pipeline.build_tree(specs, renderer, current.owned)
+        finally:
+            run.compile_seconds = time.perf_counter() - t0
+        run.specs = tuple(compiled)
+        return run.files
+
+    def gate(staged: Path) -> None:
+        # The directories of the specs compiled now (and the shared files): files kept
+        # from other specs were validated when they were written.
+        only = [f"{c.directory}/{pipeline.KUSTOMIZATION}" for c in run.specs]
+        only.append(f"{pipeline.CRD_DIR}/{pipeline.KUSTOMIZATION}")
+        run.report = run_gate(
+            staged,
+            kube_versions=kube_versions or kube_versions_of(run.specs),
+            display_root=out.as_posix(),
+            only=only,
+        )
+        if not run.report.ok:
+            raise _Rejected("validation failed")
+
+    t0 = time.perf_counter()
+    written = False
+    try:
+        if write:
+            written = outdir.replace(out, build, validate=gate if validate else None)
+        else:
+            build(outdir.read(out))
+    except SpecError as exc:
+        return Result(out, diagnostics=exc.diagnostics)
+    except _Rejected:
+        pass
+    return Result(
+        out=out,
+        specs=run.specs,
+        files=run.files,
+        current=run.current.owned,
+        changes=Changes.between(run.current.owned, run.files),
+        written=written,
+        report=run.report,
+        compile_seconds=run.compile_seconds,
+        write_seconds=time.perf_counter() - t0 - run.compile_seconds,
+    )

@@ -1,0 +1,76 @@
+"""One output layer: a command builds an outcome, and one writer per format prints it.
+
+Adding a format means adding one module with ``write(outcome, out, err)`` and a line in
+``FORMATS``; every command that takes ``--format`` offers it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TextIO
+
+from compiler.output import json_writer, text_writer
+
+
+class Outcome(Protocol):
+    """What a command has to say, in every format, and the exit code it implies."""
+
+    @property
+    def exit_code(self) -> int: ...
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSON document, whatever the outcome."""
+        ...
+
+    def text(self) -> str:
+        """For people, on stdout ('' for nothing)."""
+        ...
+
+    def problem(self) -> str:
+        """What went wrong, for stderr ('' when nothing did)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Message:
+    """The outcome of a command with one document and one line to say."""
+
+    doc: dict[str, Any]
+    line: str
+    trouble: str = ""
+    exit_code: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return self.doc
+
+    def text(self) -> str:
+        return self.line
+
+    def problem(self) -> str:
+        return self.trouble
+
+
+Writer = Callable[[Outcome, TextIO, TextIO], None]
+
+FORMATS: dict[str, Writer] = {
+    "text": text_writer.write,
+    "json": json_writer.write,
+}
+
+
+def add_format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=sorted(FORMATS),
+        default="text",
+        help="output format (default: text)",
+    )
+
+
+def emit(outcome: Outcome, fmt: str) -> int:
+    """Print ``outcome`` in ``fmt``; return its exit code."""
+    FORMATS[fmt](outcome, sys.stdout, sys.stderr)
+    return outcome.exit_code
