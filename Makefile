@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install tools schemas demo test fuzz lint bench schema clean
+.PHONY: install tools schemas demo test fuzz lint bench schema image clean
 
 TORCH_STAMP := $(VENV)/.torch-stamp
 
@@ -54,6 +54,11 @@ bench: tools
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
 	$(PY) bench/weights_bench.py
+
+## image: the image the weight-sync Jobs run (needs a Docker engine; not used by the tests)
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+image:
+	docker build -t standbyc:$(VERSION) .
 
 ## schema: regenerate the committed editor schema for StandbySpec
 schema: install

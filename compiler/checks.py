@@ -180,6 +180,7 @@ def _alert_timing(spec: StandbySpec) -> list[Problem]:
         ("hotReplicasLow", a.hot_replicas_low),
         ("weightSyncFailed", a.weight_sync_failed),
         ("weightsBehind", a.weights_behind),
+        ("weightsUnreported", a.weights_unreported),
     ):
         if alert.for_ < a.evaluation_interval:
             out.append(

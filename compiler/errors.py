@@ -14,6 +14,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # a check or a validation said no
 EXIT_BAD_INPUT = 2  # bad input or usage
 EXIT_INTERNAL = 3  # a bug in standbyc
+EXIT_UNREACHABLE = 4  # weights sync: the store did not answer after every retry
 
 
 @dataclass(frozen=True)

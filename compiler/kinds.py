@@ -58,6 +58,7 @@ KINDS: tuple[Kind, ...] = (
         schema="github.com/kyverno/kyverno",
     ),
     Kind("ConfigMap", "v1", wave=0, fields=("data",)),
+    Kind("Service", "v1", wave=0),
     Kind("NetworkPolicy", "networking.k8s.io/v1", wave=0),
     Kind(
         "CiliumEgressQoS",
@@ -74,6 +75,7 @@ KINDS: tuple[Kind, ...] = (
         wave=0,
         schema="github.com/prometheus-operator/prometheus-operator",
     ),
+    Kind("Deployment", "apps/v1", wave=0),
     # The API server refuses CronJob names over 52 characters: it appends an
     # 11-character suffix to name each Job.
     Kind("CronJob", "batch/v1", wave=1, name_limit=52),

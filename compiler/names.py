@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from compiler.spec import StandbySpec
+if TYPE_CHECKING:  # the weight-sync image imports this module without pydantic
+    from compiler.spec import StandbySpec
 
 MANAGED_BY = "standbyc"
 SYNC_LABEL = "standbyc.dev/weight-sync"  # on weight-sync pods, with the spec's name
 TIER_LABEL = "standbyc.dev/tier"  # on weight-sync Jobs and pods, with the tier
+STORE_LABEL = "standbyc.dev/weight-store"  # on the in-cluster store's pods, with the spec's name
+# What weight-sync Jobs push to the Pushgateway, and what the alerts select.
+WEIGHTS_METRIC = "standbyc_weights_generation"
+SYNC_JOB = "standbyc-weight-sync"
 
 
 @dataclass(frozen=True)
@@ -20,7 +26,7 @@ class Names:
     kyverno_policy: str
     rules: str
     weight_sync_account: str
-    weight_source_policy: str
+    weight_store: str  # the in-cluster store's Deployment, Service and NetworkPolicy
     destination_rule: str
     weights_claim: str
 
@@ -39,7 +45,7 @@ def of(spec: StandbySpec) -> Names:
         kyverno_policy=f"standbyc-{namespace}-{name}-egress",
         rules=f"{name}-failover",
         weight_sync_account=f"{name}-weight-sync",
-        weight_source_policy=f"{name}-weight-source",
+        weight_store=f"{name}-weight-store",
         destination_rule=f"{name}-connection-pool",
         weights_claim=spec.spec.weight_sync.claim_name or f"{name}-weights",
     )

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import fcntl
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from compiler import yamlio
 from compiler.errors import UsageError
+from compiler.fsutil import exclusive, fsync_path
 
 MAX_OWNED_BYTES = 16 * 1024 * 1024
 
@@ -73,19 +73,10 @@ def diff(current: dict[str, str], desired: dict[str, str], out_name: str) -> str
     return "".join(chunks)
 
 
-@contextlib.contextmanager
-def locked(out: Path) -> Iterator[None]:
+def locked(out: Path) -> contextlib.AbstractContextManager[None]:
     """One standbyc at a time per output directory (a lock on its parent: no stray file)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(f"another standbyc is writing {out}; try again") from None
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    return exclusive(out.parent, UsageError(f"another standbyc is writing {out}; try again"))
 
 
 def recover(out: Path) -> None:
@@ -98,14 +89,6 @@ def recover(out: Path) -> None:
             old.rename(out)
     if new.exists():
         shutil.rmtree(new)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _carry(source: Path, target: Path) -> None:
@@ -165,7 +148,7 @@ def replace(
             if out.exists():
                 out.rename(old)
             staging.rename(out)
-            _fsync_dir(out.parent)
+            fsync_path(out.parent)
             if old.exists():
                 shutil.rmtree(old)
             return True

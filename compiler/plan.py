@@ -6,9 +6,9 @@ of each section are looked up here, never re-derived from the spec.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import PurePosixPath
 from typing import Any
 
 from compiler import names, units
@@ -33,8 +33,8 @@ class TierPlan:
     egress_quantity: str  # what Cilium reads: a quantity in bit/s, e.g. "25G"
     priority: str  # Cilium Network QoS class, or an integer as a string
     selector: dict[str, str]  # engine selector plus the tier label
-    sync_rate_bps: int  # weight-sync rate limit per index
-    sync_seconds_full: float  # one full copy at the sync rate, for one wave of indexes
+    sync_rate_bps: int  # weight-sync rate limit of the tier's Job
+    sync_seconds_full: float  # one full copy at the sync rate
     sync_seconds_delta: float
 
 
@@ -49,25 +49,44 @@ class EnginePlan:
 
 
 @dataclass(frozen=True)
+class StorePlan:
+    """Where the published store is served from; ``claim`` is set for the in-cluster one."""
+
+    url: str
+    claim: str | None  # None: an external store, nothing to emit
+    image: str
+    port: int
+    name: str  # the in-cluster store's Deployment and Service
+    pod_labels: dict[str, str]
+
+
+@dataclass(frozen=True)
 class SyncPlan:
     """Weight sync: who pulls what, from where, into which claim, at which rate."""
 
     tiers: tuple[TierPlan, ...]
     image: str
     trigger: ArgoHookTrigger | ScheduleTrigger
-    parallelism: int
     backoff_limit: int
     active_deadline_seconds: int
-    ttl_seconds: int
+    ttl_seconds: int | None
     resources: Resources
-    source_url: str
-    source_selector: dict[str, str]
+    store: StorePlan
+    claim: str  # ReadWriteMany: <tier>/<model name> per tier
+    mount: str  # where the Jobs mount the claim
     pod_labels: dict[str, str]  # labels of weight-sync pods (besides the tier's)
     expected_delta: Fraction
+    pushgateway: str | None
+    report_labels: dict[str, str]  # the pushed series' labels besides job and tier
 
     @property
     def scheduled(self) -> bool:
         return self.trigger.type == "schedule"
+
+    def target(self, tier: str, model_path: str) -> str:
+        """The checkpoint directory of one tier's standbys, on the claim: the standbys mount
+        ``<tier>`` at the parent of ``model_path``."""
+        return f"{self.mount}/{tier}/{PurePosixPath(model_path).name}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +103,7 @@ class Plan:
     pool: ConnectionPool
     expected_connections: int
     model_name: str
+    model_path: str  # where the engine reads the checkpoint
     model_size: int
     generation: int
     sync: SyncPlan
@@ -151,8 +171,8 @@ def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:
     tier = getattr(s.tiers, name)
     ws = s.weight_sync
     rate = int(tier.egress * ws.bandwidth_share)
-    waves = math.ceil(tier.replicas / ws.parallelism) if tier.replicas else 0
-    full = s.model.size * 8 / rate * waves
+    # One download per tier: its standbys share one checkpoint on the claim.
+    full = s.model.size * 8 / rate if tier.replicas else 0.0
     priority = tier.priority if tier.priority is not None else DEFAULT_PRIORITY[name]
     return TierPlan(
         name=name,
@@ -179,31 +199,49 @@ def _engine(spec: StandbySpec) -> EnginePlan:
     )
 
 
-def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...]) -> SyncPlan:
+STORE_PORT = 8080  # the store server's port (nginx-unprivileged listens there)
+
+
+def _store(spec: StandbySpec, n: Names) -> StorePlan:
+    st = spec.spec.weight_sync.store
+    name, namespace = spec.metadata.name, spec.metadata.namespace
+    server = n.weight_store
+    return StorePlan(
+        url=st.url or f"http://{server}.{namespace}.svc:{STORE_PORT}/",
+        claim=None if st.url else (st.claim_name or server),
+        image=st.image,
+        port=STORE_PORT,
+        name=server,
+        pod_labels={names.STORE_LABEL: name},
+    )
+
+
+def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
     s = spec.spec
     ws = s.weight_sync
     return SyncPlan(
         tiers=tuple(t for t in tiers if t.name in ws.tiers),
         image=ws.image,
         trigger=ws.trigger,
-        parallelism=ws.parallelism,
         backoff_limit=ws.backoff_limit,
         active_deadline_seconds=max(1, ws.active_deadline // 1000),
-        ttl_seconds=ws.ttl_after_finished // 1000,
+        ttl_seconds=None if ws.ttl_after_finished is None else ws.ttl_after_finished // 1000,
         resources=ws.resources,
-        source_url=ws.source.url
-        or f"http://{spec.metadata.name}-weights.{spec.metadata.namespace}.svc:"
-        f"{s.engine.ports.weights}",
-        source_selector=ws.source.selector or {**s.engine.selector, "role": "primary"},
+        store=_store(spec, n),
+        claim=n.weights_claim,
+        mount="/weights",
         pod_labels={names.SYNC_LABEL: spec.metadata.name},
         expected_delta=ws.expected_delta,
+        pushgateway=ws.report.pushgateway,
+        report_labels={"namespace": spec.metadata.namespace, "standbyc_spec": spec.metadata.name},
     )
 
 
 def build(spec: StandbySpec, source: str) -> Plan:
     s = spec.spec
     all_tiers = tuple(_tier_plan(spec, n) for n, t in s.tiers.items() if t.replicas)
-    sync = _sync(spec, all_tiers)
+    object_names = names.of(spec)
+    sync = _sync(spec, all_tiers, object_names)
     standbys = sum(t.replicas for t in sync.tiers)
     full_bytes = s.model.size * standbys
     delta_bytes = int(full_bytes * s.weight_sync.expected_delta)
@@ -216,13 +254,14 @@ def build(spec: StandbySpec, source: str) -> Plan:
         source=source,
         labels=names.common_labels(spec),
         annotations=dict(s.common_annotations),
-        names=names.of(spec),
+        names=object_names,
         engine=_engine(spec),
         tiers=all_tiers,
         qos_outputs=frozenset(s.qos.outputs),
         pool=s.connection_pool,
         expected_connections=s.connections.expected,
         model_name=s.model.name,
+        model_path=s.model.path,
         model_size=s.model.size,
         generation=s.model.generation,
         sync=sync,

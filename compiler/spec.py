@@ -117,8 +117,13 @@ Version = Annotated[
     _pattern(_VERSION, "version (letters, digits, '.', '_', '+', '-')"),
     _schema(_VERSION.pattern),
 ]
-_ABS_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
-AbsPath = Annotated[str, _pattern(_ABS_PATH, "absolute path"), _schema(_ABS_PATH.pattern)]
+# An absolute path below a directory (the mount point): /models/llama-7b, not /llama-7b.
+_MODEL_PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+/[A-Za-z0-9_-][A-Za-z0-9._-]*$")
+ModelPath = Annotated[
+    str,
+    _pattern(_MODEL_PATH, "model path (an absolute path with a parent directory)"),
+    _schema(_MODEL_PATH.pattern),
+]
 _KUBE_VERSION = re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$")
 KubeVersion = Annotated[
     str, _pattern(_KUBE_VERSION, "Kubernetes version"), _schema(_KUBE_VERSION.pattern)
@@ -198,7 +203,6 @@ class Metadata(Model):
 
 class EnginePorts(Model):
     serving: Port = 8000
-    weights: Port = Field(9000, description="port of the weight source on the primary pods")
     metrics: Port | None = None
 
 
@@ -248,7 +252,11 @@ class ModelInfo(Model):
     name: Name = "model"
     format: Literal["safetensors"] = "safetensors"
     size: Bytes = 14 * 2**30
-    path: AbsPath = "/models"
+    path: ModelPath = Field(
+        "/models/model",
+        description="where the engine reads the checkpoint: standby pods mount the weights "
+        "claim with subPath <tier> at its parent directory",
+    )
     version: Version = "v1"
     generation: Positive = Field(
         1,
@@ -336,18 +344,36 @@ class Resources(Model):
     memory_limit: Quantity = "2Gi"
 
 
-class WeightSource(Model):
+STORE_IMAGE = "docker.io/nginxinc/nginx-unprivileged:1.27-alpine"
+SYNC_IMAGE = "standbyc:0.1.0"  # what the repository's Dockerfile builds (make image)
+
+
+class WeightStore(Model):
     url: Url | None = Field(
-        None, description="default: http://<name>-weights.<namespace>.svc:<weights port>"
+        None,
+        description="an external store: the base URL under which any static HTTP(S) server "
+        "or object store serves what `standbyc weights publish` wrote. Default: the "
+        "in-cluster store standbyc emits (http://<name>-weight-store.<namespace>.svc:8080/)",
     )
-    selector: Labels | None = Field(
-        None, description="pods serving weights; default: engine selector plus role=primary"
+    claim_name: Name | None = Field(
+        None,
+        description="in-cluster store: the PVC (ReadWriteMany) the publisher writes the "
+        "store into and the store server reads; default <name>-weight-store",
+    )
+    image: Image = Field(STORE_IMAGE, description="in-cluster store: a static file server")
+
+
+class WeightReport(Model):
+    pushgateway: Url | None = Field(
+        "http://prometheus-pushgateway.monitoring.svc:9091",
+        description="Pushgateway the weight-sync Jobs push standbyc_weights_generation to; "
+        "null: no report, and no alerts on it",
     )
 
 
 class WeightSync(Model):
-    image: Image = "standbyc:0.1.0"
-    source: WeightSource = Field(default_factory=WeightSource)
+    image: Image = Field(SYNC_IMAGE, description="an image with standbyc (see Dockerfile)")
+    store: WeightStore = Field(default_factory=WeightStore)
     trigger: Annotated[ArgoHookTrigger | ScheduleTrigger, Field(discriminator="type")] = Field(
         default_factory=ArgoHookTrigger
     )
@@ -359,13 +385,19 @@ class WeightSync(Model):
         Fraction(2, 100), description="expected delta size as a share of the model, for the plan"
     )
     claim_name: Name | None = Field(
-        None, description="PVC holding standby weights; default <name>-weights"
+        None,
+        description="PVC (ReadWriteMany) holding one checkpoint directory per tier, "
+        "<tier>/<model.name>; default <name>-weights",
     )
-    parallelism: Positive = 4
     backoff_limit: Count = 3
     active_deadline: Millis = 30 * 60_000
-    ttl_after_finished: Millis = 60 * 60_000
+    ttl_after_finished: Millis | None = Field(
+        None,
+        description="delete finished Jobs after this long; a deleted failed Job no longer "
+        "raises WeightSyncJobFailed (default: keep them)",
+    )
     resources: Resources = Field(default_factory=Resources)
+    report: WeightReport = Field(default_factory=WeightReport)
 
 
 class RateAlert(Model):
@@ -413,6 +445,9 @@ class Alerts(Model):
         default_factory=lambda: _duration_alert("1m", "critical")
     )
     weights_behind: DurationAlert = Field(default_factory=lambda: _duration_alert("15m", "warning"))
+    weights_unreported: DurationAlert = Field(
+        default_factory=lambda: _duration_alert("30m", "warning")
+    )
 
 
 class Validation(Model):

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the validators standbyc runs (kubeconform, promtool, pint) into .tools/bin, pull
+# Install the validators standbyc runs (kubeconform, promtool, pint) and, for the tests, the
+# servers weight sync talks to (the Pushgateway, built; nginx, from Debian) into .tools/bin, pull
 # the pinned CRD source modules into the Go module cache, and build the offline schema
 # directory. Idempotent: a tool whose stamp matches its pin is not rebuilt.
 #
@@ -21,9 +22,13 @@ export GOBIN="$BIN"
 log() { printf '==> %s\n' "$*" >&2; }
 loud() { printf '\n!!! %s\n\n' "$*" >&2; }
 
-pin() { # pin TOOL FIELD -> the field of .tools.TOOL in pins.json
-  "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["tools"][sys.argv[2]].get(sys.argv[3]) or "")' \
+pin() { # pin TOOL FIELD -> the field of .tools.TOOL (or .test_tools.TOOL) in pins.json
+  "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); t={**d["tools"], **d["test_tools"]}; print(t[sys.argv[2]].get(sys.argv[3]) or "")' \
     "$PINS" "$1" "$2"
+}
+
+pin_apt() { # the Debian packages of the servers the tests start
+  "$PYTHON" -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1]))["test_servers_apt"]))' "$PINS"
 }
 
 need_go() {
@@ -40,6 +45,7 @@ ldflags_for() {
     kubeconform) echo "-X main.version=$(pin kubeconform version)" ;;
     pint) echo "-X main.version=$(pin pint version)" ;;
     promtool) echo "-X github.com/prometheus/common/version.Version=$(pin promtool release)" ;;
+    pushgateway) echo "-X github.com/prometheus/common/version.Version=$(pin pushgateway release)" ;;
   esac
 }
 
@@ -60,9 +66,10 @@ go_tool() {
     return 0
   fi
   flags="$(ldflags_for "$name")"
-  log "go install $module/${pkg#./}@$version"
+  local path="$module${pkg#.}"  # ./cmd/x -> MODULE/cmd/x; . -> MODULE
+  log "go install $path@$version"
   local err="$ROOT/.cache/go-install-$name.log"
-  if go install -ldflags "$flags" "$module/${pkg#./}@$version" 2>"$err"; then
+  if go install -ldflags "$flags" "$path@$version" 2>"$err"; then
     echo "$stamp" >"$BIN/.$name.pin"
     return 0
   fi
@@ -102,6 +109,23 @@ fi
 if ! go_tool pint; then
   loud "pint could not be installed. Validation still runs (kubeconform + promtool), but
 the extra pint lint is SKIPPED until pint is installed. See the error above."
+fi
+
+# For the tests only: the servers weight sync talks to, run for real on 127.0.0.1.
+# The Pushgateway's version list is not served (`go install ...@v1.11.1` is refused), so
+# go_tool builds it from the pinned module zip after checking its sum.
+go_tool pushgateway || { loud "the Pushgateway (for the weight-sync tests) could not be built"; exit 1; }
+# An S3-compatible server with a POSIX back end (Apache-2.0): the store as an object store.
+go_tool versitygw || { loud "versitygw (for the object-store test) could not be built"; exit 1; }
+if ! command -v nginx >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [[ "$(id -u)" == 0 ]]; then
+    log "apt-get install $(pin_apt)"
+    apt-get install -y -qq --no-install-recommends $(pin_apt) >/dev/null 2>&1 ||
+      { apt-get update -qq && apt-get install -y -qq --no-install-recommends $(pin_apt) >/dev/null; }
+  else
+    loud "nginx is missing (the weight-sync tests serve the store with it): apt-get install nginx-light"
+    exit 1
+  fi
 fi
 
 # The CRDs the schema build converts: pulled into the Go module cache now, so that the

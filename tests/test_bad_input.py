@@ -69,7 +69,7 @@ EXPECTED = {
         "4:9: metadata.name: derived ClusterPolicy name "
         "'standbyc-default-an-engine-name-that-is-fifty-one-characters-long-xy-egress' is 75 "
         "characters; Kubernetes allows 63 for a ClusterPolicy, so shorten metadata.name "
-        "(6 more objects are too long)"
+        "(8 more objects are too long)"
     ),
     "not-a-mapping": (
         "1:1: expected a mapping with apiVersion, kind, metadata and spec, got a list"

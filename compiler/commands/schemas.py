@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from compiler.errors import EXIT_OK, UsageError
-from compiler.gate import schemas
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from compiler.gate import schemas
+
     root: Path = args.schema_dir or schemas.default_schema_dir()
     if args.action == "path":
         print(root)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compiler.errors import EXIT_FAILED, EXIT_OK, UsageError
-from compiler.gate import Report, run_gate
 from compiler.output import add_format_option, emit
+
+if TYPE_CHECKING:
+    from compiler.gate import Report
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,6 +79,8 @@ class NothingToValidate:
 
 
 def run(args: argparse.Namespace) -> int:
+    from compiler.gate import run_gate
+
     root = Path(args.dir)
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory")

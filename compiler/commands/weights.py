@@ -64,6 +64,63 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_format_option(a)
     a.set_defaults(func=_lazy("cmd_apply"))
 
+    pub = wsub.add_parser(
+        "publish",
+        help="publish a checkpoint as generation G into a store directory",
+        description="Write G's manifest, a delta from the latest published generation and "
+        "G's anchor into STORE, then its index (last, atomically); prune what the index no "
+        "longer needs. Any static HTTP server or object store can serve STORE as it is.",
+    )
+    pub.add_argument("path", type=Path, metavar="NEW", help="checkpoint: a file or a directory")
+    pub.add_argument("--to", type=Path, required=True, metavar="STORE", help="store directory")
+    pub.add_argument("--generation", type=int, required=True, metavar="G")
+    pub.add_argument(
+        "--anchor-every",
+        type=int,
+        default=10,
+        metavar="K",
+        help="keep a full copy of every K-th generation (default 10)",
+    )
+    pub.add_argument(
+        "--keep", type=int, default=20, metavar="N", help="generations to keep (default 20)"
+    )
+    pub.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK)
+    add_format_option(pub)
+    pub.set_defaults(func=_lazy("cmd_publish"))
+
+    s = wsub.add_parser(
+        "sync",
+        help="bring a standby's checkpoint to generation G from a store",
+        description="Exit codes: 0 updated or already current; 1 a download or the result "
+        "did not verify (the old weights are kept); 2 bad input (arguments, index, "
+        "generation not published); 3 internal error; 4 the store did not answer after "
+        "every retry.",
+    )
+    s.add_argument("--source", required=True, metavar="URL", help="the store's base URL")
+    s.add_argument("--generation", type=int, required=True, metavar="G")
+    s.add_argument(
+        "--target",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="the standby's checkpoint directory; state and partial downloads go beside it",
+    )
+    s.add_argument(
+        "--rate-limit", metavar="BANDWIDTH", help="for example 12500Mbit/s (default: none)"
+    )
+    s.add_argument("--retries", type=int, default=8, help="retries per request (default 8)")
+    s.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    s.add_argument("--pushgateway", metavar="URL", help="report the generation held there")
+    s.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="grouping label of the pushed metric (repeatable)",
+    )
+    add_format_option(s)
+    s.set_defaults(func=_lazy("cmd_sync"))
+
     v = wsub.add_parser("verify", help="check a checkpoint against a manifest")
     v.add_argument("path", type=Path, metavar="FILE|DIR")
     v.add_argument("--manifest", type=Path, required=True, metavar="M.json")

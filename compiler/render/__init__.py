@@ -15,8 +15,8 @@ from compiler.render import (
     istio,
     kustomize_patch,
     kyverno,
-    network_policy,
     rules,
+    weight_store,
     weight_sync,
 )
 from compiler.render.base import Emitted, Renderer
@@ -31,7 +31,7 @@ OUTPUTS: dict[str, RenderFn] = {
     "istio": istio.render,
     "rules": rules.render,
     "weightSync": weight_sync.render,
-    "networkPolicy": network_policy.render,
+    "weightStore": weight_store.render,
 }
 
 

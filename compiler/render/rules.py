@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from compiler import units
+from compiler import names, units
 from compiler.plan import Plan
 from compiler.render.base import Emitted, Renderer, filename
 from compiler.spec import RateAlert
@@ -419,68 +419,124 @@ class _Builder:
         )
         return alert
 
-    def weights_behind(self) -> Alert | None:
+    def _reported(self) -> tuple[list[str], dict[str, str]] | None:
+        """Sync tiers and the selector of the series their Jobs push, or None when the
+        spec pushes nothing (no Pushgateway)."""
         sync_tiers = [t.name for t in self.plan.sync.tiers]
-        if not sync_tiers:
+        if not sync_tiers or not self.plan.sync.pushgateway:
             return None
+        return sync_tiers, {"job": names.SYNC_JOB, **self.plan.sync.report_labels}
+
+    def pushed(self, tier: str, gen: int, steps: int, **other: str) -> Series:
+        """A series as the Pushgateway exposes it (scraped with honor_labels: true)."""
+        labels = {"job": names.SYNC_JOB, **self.plan.sync.report_labels, "tier": tier, **other}
+        return Series(f"{names.WEIGHTS_METRIC}{_selector(labels)}", f"{gen}x{steps}")
+
+    def weights_behind(self) -> Alert | None:
+        reported = self._reported()
+        if reported is None:
+            return None
+        sync_tiers, pushed = reported
         cfg = self.plan.alerts.weights_behind
         generation = self.plan.generation
-        gen_sel = _selector({"namespace": self.ns})
+        sel = _selector(pushed, {"tier": "|".join(sync_tiers)})
         alert = Alert(
             name="StandbyWeightsBehind",
             expr=(
-                f"# generation {generation} is spec.model.generation\n"
-                "(\n"
-                f"  standbyc_weights_generation{gen_sel}\n"
-                f"  * on (namespace, pod) group_left ({self.tier_key})\n"
-                f"{_indent(self.pod_tiers(sync_tiers))}\n"
+                f"# generation {generation} is spec.model.generation; the weight-sync Jobs "
+                "push what each tier holds\n"
+                f"max by (namespace, standbyc_spec, tier) (\n"
+                f"  {names.WEIGHTS_METRIC}{sel}\n"
                 f") < {generation}\n"
             ),
             for_ms=cfg.for_,
             labels={**self.base_labels, "severity": cfg.severity},
             annotations=self.annotations(
                 "StandbyWeightsBehind",
-                "Standby {{ $labels.pod }} serves an older model",
-                f"Standby {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} (tier "
-                f"{{{{ $labels.{self.tier_key} }}}}) has reported a weights generation below "
-                f"{generation} for {units.prom_duration(cfg.for_)}; a failover to it would serve "
-                "stale weights.",
+                f"Tier {{{{ $labels.tier }}}} of {self.plan.name} holds an older model",
+                "The {{ $labels.tier }} standbys of "
+                f"{{{{ $labels.namespace }}}}/{self.plan.name} have held weights generation "
+                f"{{{{ $value }}}}, below {generation}, for {units.prom_duration(cfg.for_)}; a "
+                "failover to them would serve stale weights.",
             ),
         )
         timeline = self.timeline(0, cfg.for_)
-        steps = timeline.steps
-        tier = sync_tiers[-1]
-
-        def standby(
-            pod: str, gen: int, tier_name: str, namespace: str | None = None
-        ) -> list[Series]:
-            sel = _selector({"namespace": namespace or self.ns, "pod": pod})
-            return [
-                Series(f"standbyc_weights_generation{sel}", f"{gen}x{steps}"),
-                self.labels_series(pod, tier_name, f"1x{steps}", namespace),
-            ]
-
+        steps, tier = timeline.steps, sync_tiers[-1]
         foreign = [
-            *standby("standby-x", generation - 1, tier, OTHER_NAMESPACE),
-            *standby("other-tier-0", generation - 1, OTHER_TIER),
+            self.pushed(tier, generation - 1, steps, namespace=OTHER_NAMESPACE),
+            self.pushed(tier, generation - 1, steps, standbyc_spec="another-spec"),
+            self.pushed(OTHER_TIER, generation - 1, steps),
         ]
-        behind = {"namespace": self.ns, "pod": "standby-0", self.tier_key: tier}
+        behind = {"namespace": self.ns, "tier": tier}
+        firing = self.expected(alert, behind)
+        firing["exp_annotations"]["description"] = firing["exp_annotations"]["description"].replace(
+            "{{ $value }}", str(generation - 1)
+        )
+        current = [self.pushed(t, generation, steps) for t in sync_tiers if t != tier]
         alert.cases.extend(
             self.fires_then_silent(
                 alert,
                 timeline,
                 (
-                    "StandbyWeightsBehind fires for a standby one generation behind",
-                    [
-                        *standby("standby-0", generation - 1, tier),
-                        *standby("standby-1", generation, tier),
-                        *foreign,
-                    ],
-                    [self.expected(alert, behind)],
+                    "StandbyWeightsBehind fires for a tier one generation behind",
+                    [self.pushed(tier, generation - 1, steps), *current, *foreign],
+                    [firing],
                 ),
                 (
-                    "StandbyWeightsBehind stays silent when every standby is current",
-                    [*standby("standby-0", generation, tier), *foreign],
+                    "StandbyWeightsBehind stays silent when every tier is current",
+                    [self.pushed(tier, generation, steps), *current, *foreign],
+                ),
+            )
+        )
+        return alert
+
+    def weights_unreported(self) -> Alert | None:
+        reported = self._reported()
+        if reported is None:
+            return None
+        sync_tiers, pushed = reported
+        cfg = self.plan.alerts.weights_unreported
+        # absent() keeps the labels of its equality matchers: one alert per silent tier.
+        parts = [
+            f"absent({names.WEIGHTS_METRIC}{_selector({**pushed, 'tier': t})})" for t in sync_tiers
+        ]
+        alert = Alert(
+            name="StandbyWeightsUnreported",
+            expr=(
+                "# no weight-sync Job of the tier has pushed what it holds (or the "
+                "Pushgateway is not scraped)\n" + "\nor\n".join(parts) + "\n"
+            ),
+            for_ms=cfg.for_,
+            labels={**self.base_labels, "severity": cfg.severity},
+            annotations=self.annotations(
+                "StandbyWeightsUnreported",
+                f"Tier {{{{ $labels.tier }}}} of {self.plan.name} reports no weights generation",
+                "No weights generation of the {{ $labels.tier }} standbys of "
+                f"{{{{ $labels.namespace }}}}/{self.plan.name} has reached Prometheus for "
+                f"{units.prom_duration(cfg.for_)}: their weight-sync Job has not run or could "
+                "not push, or the Pushgateway is not scraped with honor_labels: true.",
+            ),
+        )
+        timeline = self.timeline(0, cfg.for_)
+        steps, tier = timeline.steps, sync_tiers[0]
+        others = [self.pushed(t, self.plan.generation, steps) for t in sync_tiers if t != tier]
+        foreign = [
+            self.pushed(tier, self.plan.generation, steps, namespace=OTHER_NAMESPACE),
+            self.pushed(tier, self.plan.generation, steps, standbyc_spec="another-spec"),
+        ]
+        silent_tier = {"job": names.SYNC_JOB, **self.plan.sync.report_labels, "tier": tier}
+        alert.cases.extend(
+            self.fires_then_silent(
+                alert,
+                timeline,
+                (
+                    "StandbyWeightsUnreported fires for a tier that never reported",
+                    [*others, *foreign],
+                    [self.expected(alert, silent_tier)],
+                ),
+                (
+                    "StandbyWeightsUnreported stays silent when every tier reports",
+                    [self.pushed(tier, self.plan.generation, steps), *others, *foreign],
                 ),
             )
         )
@@ -505,6 +561,7 @@ def alerts(plan: Plan) -> list[Alert]:
         b.hot_replicas_low(),
         b.weight_sync_failed(),
         b.weights_behind(),
+        b.weights_unreported(),
     ]
     return [x for x in found if x is not None]
 

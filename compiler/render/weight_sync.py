@@ -1,9 +1,12 @@
-"""Weight sync: a ServiceAccount and, per tier, an Indexed Job (or CronJob).
+"""Weight sync: a ServiceAccount and, per tier, a Job (or a CronJob) running
+``standbyc weights sync``.
 
-Index i of tier T updates standby replica i of T (its weights live under
-``/weights/<T>-<i>`` on the claim) by pulling only the delta from the weight
-source. Its rate limit is the tier's egress limit times ``bandwidthShare``,
-so a sync never takes the bandwidth the tier needs to serve.
+The tier's standbys share one checkpoint on the ReadWriteMany claim,
+``/weights/<tier>/<basename of model.path>`` (their pods mount the claim with
+``subPath: <tier>`` at the parent of ``model.path``), so
+one Job per tier keeps it current: it pulls the cheapest route from the store, at the
+tier's egress limit times ``bandwidthShare``, so a sync never takes the bandwidth the
+tier needs to serve; then it reports the generation held to the Pushgateway.
 """
 
 from __future__ import annotations
@@ -14,37 +17,31 @@ from compiler import names, units
 from compiler.plan import Plan, TierPlan
 from compiler.render.base import Emitted, Renderer, filename
 
-INDEX = "$(JOB_COMPLETION_INDEX)"  # expanded by the kubelet from the container env
-
 
 def job_args(plan: Plan, tier: TierPlan) -> list[str]:
-    return [
+    sync = plan.sync
+    args = [
         "weights",
         "sync",
         "--source",
-        plan.sync.source_url,
-        "--model",
-        plan.model_name,
+        sync.store.url,
         "--generation",
         str(plan.generation),
-        "--tier",
-        tier.name,
-        "--index",
-        INDEX,
         "--target",
-        f"/weights/{tier.name}-{INDEX}",
+        sync.target(tier.name, plan.model_path),
         "--rate-limit",
         units.k8s_quantity(tier.sync_rate_bps) + "bit/s",
-        "--format",
-        "json",
     ]
+    if sync.pushgateway:
+        args += ["--pushgateway", sync.pushgateway]
+        for key, value in {**sync.report_labels, "tier": tier.name}.items():
+            args += ["--label", f"{key}={value}"]
+    return [*args, "--format", "json"]
 
 
 def _job_spec(plan: Plan, r: Renderer, tier: TierPlan) -> Any:
     sync = plan.sync
     context = {
-        "tier": tier,
-        "parallelism": min(tier.replicas, sync.parallelism),
         "backoff_limit": sync.backoff_limit,
         "active_deadline_seconds": sync.active_deadline_seconds,
         "ttl_seconds": sync.ttl_seconds,
@@ -53,12 +50,15 @@ def _job_spec(plan: Plan, r: Renderer, tier: TierPlan) -> Any:
         "image": sync.image,
         "args": job_args(plan, tier),
         "resources": sync.resources,
-        "claim": plan.names.weights_claim,
+        "mount": sync.mount,
+        "claim": sync.claim,
     }
     return r.render_data("weight-sync-jobspec.yaml.j2", context)
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
+    if not plan.sync.tiers:
+        return []
     account = plan.names.weight_sync_account
     out = [
         Emitted(

@@ -449,6 +449,11 @@ def _exchange(a: Path, b: Path) -> bool:
     return bool(rc == 0)
 
 
+def swap_in(tmp: Path, dest: Path) -> None:
+    """Make the finished checkpoint ``tmp`` visible as ``dest`` in one atomic step."""
+    _commit(tmp, dest, ApplyStats())
+
+
 def _commit(tmp: Path, dest: Path, stats: ApplyStats) -> None:
     """Make ``tmp`` visible as ``dest`` in one atomic step."""
     if tmp.is_dir() and dest.exists():

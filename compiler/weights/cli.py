@@ -11,12 +11,18 @@ from typing import Any
 
 from compiler.errors import UsageError
 from compiler.output import Message, emit
+from compiler.units import parse_bandwidth
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
-from compiler.weights.errors import VerifyFailed
+from compiler.weights.errors import VerifyFailed, WeightsError
 from compiler.weights.manifest import Manifest, build_manifest, load_manifest
 from compiler.weights.progress import byte_progress
 from compiler.weights.safetensors_io import Checkpoint
+from compiler.weights.sync.fetch import Fetcher
+from compiler.weights.sync.local import held_generation
+from compiler.weights.sync.publish import publish
+from compiler.weights.sync.pull import SyncResult, sync
+from compiler.weights.sync.report import Reporter
 
 
 def _emit(args: argparse.Namespace, doc: dict[str, Any], text: str) -> None:
@@ -139,3 +145,69 @@ def _compare(want: Manifest, got: Manifest) -> list[str]:
     if not out:
         out.append("file layout, header or metadata differs (every tensor matches)")
     return out
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    total = 2 * _size(args.path)  # hash it, then diff against the last anchor
+    with byte_progress("publish", total, args.format == "text") as prog:
+        stats = publish(
+            args.path,
+            args.to,
+            args.generation,
+            anchor_every=args.anchor_every,
+            keep=args.keep,
+            chunk=args.chunk_size,
+            progress=prog,
+        )
+    doc = stats.to_json() | {"store": str(args.to)}
+    if stats.already:
+        line = f"{args.to}: generation {stats.generation} is already published"
+    else:
+        delta = (
+            f"delta from {stats.delta_from}: {stats.delta_bytes} bytes "
+            f"({100 * doc['delta_ratio']:.2f}% of {stats.checkpoint_bytes})"
+            if stats.delta_from is not None
+            else "first generation: anchor only"
+        )
+        line = f"{args.to}: published generation {stats.generation}; {delta}"
+        if stats.pruned:
+            line += f"; pruned {len(stats.pruned)} files"
+    _emit(args, doc, line)
+    return 0
+
+
+def _labels(pairs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--label {pair!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    try:
+        rate = parse_bandwidth(args.rate_limit) if args.rate_limit else None
+    except ValueError as exc:
+        raise UsageError(f"--rate-limit: {exc}") from None
+    labels = _labels(args.label)
+    fetcher = Fetcher(args.source, rate, retries=args.retries, timeout=args.timeout)
+    result = SyncResult(args.target, args.generation)
+    error: WeightsError | None = None
+    try:
+        sync(fetcher, result)
+    except WeightsError as exc:
+        error = exc
+    finally:
+        fetcher.close()
+    held = args.generation if error is None else held_generation(args.target)
+    if args.pushgateway and held is not None:
+        reporter = Reporter(args.pushgateway, labels)
+        result.reported = reporter.push(held)
+        result.report_error = reporter.error
+    doc = result.to_json() | {"ok": error is None, "held_generation": held}
+    if error is not None:
+        doc["error"] = str(error)
+        return emit(Message(doc, "", str(error), error.exit_code), args.format)
+    return emit(Message(doc, result.text()), args.format)

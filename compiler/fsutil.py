@@ -1,0 +1,35 @@
+"""File-system steps shared by the writers of out/, of a store and of a standby's weights."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def exclusive(path: Path, busy: Exception) -> Iterator[None]:
+    """Hold an exclusive flock on ``path`` (a directory, or a lock file created if needed);
+    raise ``busy`` at once if another process holds it. The kernel drops the lock when the
+    holder dies, so a killed run never leaves a stale lock."""
+    flags = os.O_RDONLY | os.O_DIRECTORY if path.is_dir() else os.O_RDWR | os.O_CREAT
+    fd = os.open(path, flags, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise busy from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory (a directory after a rename in it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

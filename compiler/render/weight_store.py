@@ -1,0 +1,45 @@
+"""The in-cluster store, when ``weightSync.store.url`` is not set: a static file server
+(Deployment) over the store claim, its Service (the Jobs' ``--source``), and a
+NetworkPolicy that lets only this spec's weight-sync pods reach it."""
+
+from __future__ import annotations
+
+from compiler.plan import Plan
+from compiler.render.base import Emitted, Renderer, filename
+
+
+def render(plan: Plan, r: Renderer) -> list[Emitted]:
+    store = plan.sync.store
+    if store.claim is None or not plan.sync.tiers:
+        return []
+    name, selector = store.name, store.pod_labels
+    deployment = r.render(
+        "deployment-weight-store.yaml.j2",
+        {
+            "name": name,
+            "selector": selector,
+            "pod_labels": {**plan.labels, **selector},
+            "image": store.image,
+            "port": store.port,
+            "claim": store.claim,
+        },
+        "Deployment",
+    )
+    service = r.render(
+        "service.yaml.j2", {"name": name, "selector": selector, "port": store.port}, "Service"
+    )
+    policy = r.render(
+        "networkpolicy.yaml.j2",
+        {
+            "name": name,
+            "selector": selector,
+            "from_selector": plan.sync.pod_labels,
+            "port": store.port,
+        },
+        "NetworkPolicy",
+    )
+    return [
+        Emitted(filename("Deployment", name), deployment),
+        Emitted(filename("Service", name), service),
+        Emitted(filename("NetworkPolicy", name), policy),
+    ]

@@ -1,0 +1,36 @@
+"""Errors of weight sync, and the exit codes the Job's outcome is read from."""
+
+from __future__ import annotations
+
+from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE
+from compiler.weights.errors import WeightsError
+
+
+class StoreError(WeightsError):
+    """The store or its index is malformed, or lacks what was asked for (exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class SourceUnreachable(WeightsError):
+    """The store did not answer, or kept failing, after every retry (exit 4)."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class DownloadCorrupt(WeightsError):
+    """A downloaded file does not match the index (exit 1: the old weights are kept)."""
+
+    exit_code = EXIT_FAILED
+
+
+class SyncBusy(WeightsError):
+    """Another sync holds the target's lock (exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class ApplyFailed(WeightsError):
+    """The downloaded files did not rebuild the target (exit 1: the old weights are kept)."""
+
+    exit_code = EXIT_FAILED

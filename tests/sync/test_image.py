@@ -1,0 +1,94 @@
+"""The Jobs' image (Dockerfile) and the compiled Jobs agree: user, entrypoint, writable
+paths, and the packages `standbyc weights sync` needs. No Docker engine runs here, so
+the Dockerfile is read, and sync is run with the compiler's own dependencies blocked."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+
+from compiler.spec import SYNC_IMAGE
+from tests.conftest import REPO
+from tests.sync.conftest import Nginx, job_command, job_container, publish, sha256
+
+DOCKERFILE = (REPO / "Dockerfile").read_text()
+BUILD, FINAL = DOCKERFILE.split("\nFROM ")[1:]  # the build stage and the image
+# Installed by pyproject.toml for the compiler, never imported by `weights sync`.
+COMPILER_ONLY = ("pydantic", "jinja2", "ruamel", "jsonschema", "kubernetes_validate", "yaml")
+
+
+def _instruction(name: str) -> str:
+    found = re.findall(rf"^{name} (.+)$", FINAL, re.MULTILINE)
+    assert len(found) == 1, (name, found)
+    return str(found[0])
+
+
+def _job_pod(compiled: Path) -> dict[str, object]:
+    path = compiled / "inference-system/inference-engine/job-inference-engine-weight-sync-hot.yaml"
+    pod: dict[str, object] = yaml.safe_load(path.read_text())["spec"]["template"]["spec"]
+    return pod
+
+
+def test_user_entrypoint_and_writable_paths_agree(compiled: Path) -> None:
+    pod = _job_pod(compiled)
+    container = job_container(compiled, "hot")
+    ctx = pod["securityContext"]
+    assert isinstance(ctx, dict)
+    assert _instruction("USER") == f"{ctx['runAsUser']}:{ctx['runAsGroup']}" == "65532:65532"
+    assert json.loads(_instruction("ENTRYPOINT")) == container["command"] == ["standbyc"]
+    # A read-only root: the only writable places are the mounted volumes.
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert _instruction("WORKDIR") in mounts  # /tmp, an emptyDir
+    env = dict(re.findall(r"(\w+)=(\S+)", _instruction("ENV")))
+    assert env["HOME"] in mounts
+    target = container["args"][container["args"].index("--target") + 1]
+    assert any(target.startswith(m + "/") for m in mounts)  # sync writes beside its target
+
+
+def test_default_image_is_the_one_the_dockerfile_builds() -> None:
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert f"standbyc:{version}" == SYNC_IMAGE
+    assert "standbyc:$(VERSION)" in (REPO / "Makefile").read_text()
+
+
+def test_the_image_packages_are_what_sync_imports(
+    nginx: Nginx, generations: dict[int, Path], compiled: Path, tmp_path: Path
+) -> None:
+    """Run the Job's command with the compiler-only packages blocked, from an empty working
+    directory: it syncs, and writes nothing but beside its target and in TMPDIR."""
+    listed = set(re.findall(r"^ +(numpy .*)$", BUILD, re.MULTILINE)[0].split())
+    assert listed == {"numpy", "zstandard", "xxhash", "rich", "prometheus-client"}
+    publish(generations[1], nginx.root, 42)
+    weights, cwd, tmp = tmp_path / "weights", tmp_path / "cwd", tmp_path / "tmp"
+    cwd.mkdir()
+    tmp.mkdir()
+    cmd = job_command(compiled, "hot", source=nginx.url, weights=weights)
+    blocker = (
+        "import importlib.abc, runpy, sys\n"
+        f"BLOCKED = {COMPILER_ONLY!r}\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in BLOCKED:\n"
+        "            raise ImportError('not in the sync image: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "sys.argv = ['standbyc', *sys.argv[1:]]\n"
+        "from compiler.cli import main\n"
+        "sys.exit(main())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", blocker, *cmd[1:]],
+        cwd=cwd, env={"TMPDIR": str(tmp), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[1])
+    assert not list(cwd.iterdir())
+    written = {p.relative_to(weights).parts[0] for p in weights.rglob("*")}
+    assert written == {"hot"}
