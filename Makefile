@@ -49,11 +49,13 @@ lint: install
 	$(BIN)/ruff format --check compiler tests bench
 	$(BIN)/mypy
 
-## bench: compile + validation timings, then weight deltas versus the seed scheme and rsync
+## bench: compile + validation timings, weight deltas versus the seed scheme and rsync, then
+## publish + sync end to end through nginx versus a full copy, the seed scheme and TRL's format
 bench: tools
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
 	$(PY) bench/weights_bench.py
+	$(PY) bench/sync_bench.py
 
 ## image: the image the weight-sync Jobs run (needs a Docker engine; not used by the tests)
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,15 +36,14 @@ def _md5s(ckpt: Checkpoint) -> dict[str, str]:
     return out
 
 
-def seed_bytes(old: Path, new: Path) -> int:
-    """Bytes the seed's scheme sends to bring OLD up to NEW."""
+def dump_changed(old: Path, new: Path, sink: Any) -> None:
+    """What the seed's sender does: md5 of every tensor of both checkpoints, then
+    ``pickle.dump`` of ``{name: tensor}`` for the tensors whose md5 changed, into ``sink``."""
     a, b = Checkpoint(old), Checkpoint(new)
     try:
         before, after = _md5s(a), _md5s(b)
         changed = [n for n, h in after.items() if before.get(n) != h]
-        sink = _Count()
         pickler = pickle.Pickler(sink, protocol=pickle.DEFAULT_PROTOCOL)
-        # The seed pickles {name: tensor}; a dict of arrays dumps as the sum of its items.
         payload = {}
         for name in changed:
             loc = b.by_name[name]
@@ -51,7 +51,13 @@ def seed_bytes(old: Path, new: Path) -> int:
             arr = loc.file.view(t.begin, t.end).view(UINT_OF_WIDTH[t.width]).reshape(t.shape)
             payload[name] = np.asarray(arr)
         pickler.dump(payload)
-        return sink.n
     finally:
         a.close()
         b.close()
+
+
+def seed_bytes(old: Path, new: Path) -> int:
+    """Bytes the seed's scheme sends to bring OLD up to NEW."""
+    sink = _Count()
+    dump_changed(old, new, sink)
+    return sink.n

@@ -1,163 +1,52 @@
-"""Real servers for the weight-sync tests: nginx (from Debian) serving a store directory,
-and the Prometheus Pushgateway (built by `make tools`), both on 127.0.0.1.
+"""Fixtures for the weight-sync tests: real servers (tests/servers.py), checkpoints of
+several generations, and the compiled Jobs' exact commands.
 
-A missing server is a failure, not a skip: `make test` installs both.
+A missing server is a failure, not a skip: `make test` installs every one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml  # PyYAML: read files as the cluster would (YAML 1.1)
 
-from compiler import tools
 from compiler.api import compile_tree
 from compiler.weights.testing import rl_pair, transformer_specs
 from tests.conftest import REPO
+from tests.servers import Nginx, Pushgateway, ServerMissing, free_port, start_pushgateway
 
 STANDBYC = Path(sys.executable).with_name("standbyc")  # the console script, as in the image
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on {port}")
-
-
-NGINX_CONF = """
-daemon off;
-{user}
-worker_processes 1;
-pid {run}/nginx.pid;
-error_log {run}/error.log;
-events {{ worker_connections 64; }}
-http {{
-  log_format sync '{{"uri":"$request_uri","status":$status,"bytes":$body_bytes_sent,'
-                  '"range":"$http_range"}}';
-  access_log {run}/access.log sync;
-  client_body_temp_path {run}/tmp; proxy_temp_path {run}/tmp; fastcgi_temp_path {run}/tmp;
-  uwsgi_temp_path {run}/tmp; scgi_temp_path {run}/tmp;
-  types {{ application/json json; }}
-  default_type application/octet-stream;
-  server {{
-    listen 127.0.0.1:{port};
-    root {root};
-    location /broken/ {{ return 503; }}
-  }}
-}}
-"""
-
-
-@dataclass
-class Nginx:
-    """nginx serving ``root`` at ``url``; its access log says what each request fetched."""
-
-    root: Path
-    run: Path
-    port: int
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
-
-    def start(self) -> None:
-        self.run.mkdir(parents=True, exist_ok=True)
-        (self.run / "tmp").mkdir(exist_ok=True)
-        conf = self.run / "nginx.conf"
-        # As root, nginx's workers would run as nobody, who cannot read pytest's 0700 dirs.
-        user = "user root;" if os.geteuid() == 0 else ""
-        conf.write_text(NGINX_CONF.format(user=user, run=self.run, root=self.root, port=self.port))
-        binary = tools.find("nginx") or Path("/usr/sbin/nginx")
-        if not binary.is_file():
-            pytest.fail(
-                "nginx is not installed (make test installs it: apt-get install nginx-light)"
-            )
-        self.proc = subprocess.Popen([str(binary), "-c", str(conf), "-p", str(self.run)])
-        _wait_port(self.port, self.proc, "nginx")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGQUIT)
-            self.proc.wait(timeout=10)
-            self.proc = None
-
-    def log(self) -> list[dict[str, Any]]:
-        path = self.run / "access.log"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line]
-
-    def clear_log(self) -> None:
-        (self.run / "access.log").write_text("")
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGUSR1)  # reopen the log
-            time.sleep(0.1)
 
 
 @pytest.fixture
 def nginx(tmp_path: Path) -> Iterator[Nginx]:
     server = Nginx(tmp_path / "store", tmp_path / "nginx", free_port())
     server.root.mkdir()
-    server.start()
+    try:
+        server.start()
+    except ServerMissing as exc:
+        pytest.fail(str(exc))
     yield server
     server.stop()
 
 
-@dataclass
-class Pushgateway:
-    port: int
-    proc: subprocess.Popen[bytes]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as resp:
-            return str(resp.read().decode())
-
-
 @pytest.fixture
 def pushgateway(tmp_path: Path) -> Iterator[Pushgateway]:
-    binary = tools.find("pushgateway")
-    if binary is None:
-        pytest.fail("the Pushgateway is not installed (make tools builds it into .tools/bin)")
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(binary), f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        cwd=tmp_path,
-    )
-    _wait_port(port, proc, "pushgateway")
-    yield Pushgateway(port, proc)
-    proc.terminate()
-    proc.wait(timeout=10)
+    try:
+        server = start_pushgateway(tmp_path)
+    except ServerMissing as exc:
+        pytest.fail(str(exc))
+    yield server
+    server.proc.terminate()
+    server.proc.wait(timeout=10)
 
 
 # --- checkpoints ---------------------------------------------------------------------------
