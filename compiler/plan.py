@@ -159,7 +159,35 @@ class Plan:
                 }
                 for t in self.tiers
             },
+            "requires": self.requirements(),
         }
+
+    def requirements(self) -> list[str]:
+        """What the emitted objects reference and the user must provide."""
+        sync = self.sync
+        if not sync.tiers:
+            return []
+        model = PurePosixPath(self.model_path)
+        out = [
+            f"PersistentVolumeClaim {self.namespace}/{sync.claim}, ReadWriteMany, at least "
+            f"{units.human_bytes(3 * self.model_size * len(sync.tiers))} (3 x the model per "
+            f"sync tier: the checkpoint, a download, the rebuilt one); the standby pods of "
+            f"tier T mount it with subPath T at {model.parent} and load {model}",
+        ]
+        if sync.store.claim is not None:
+            out.append(
+                f"PersistentVolumeClaim {self.namespace}/{sync.store.claim}, ReadWriteMany: "
+                "the store `standbyc weights publish` writes and the store server reads"
+            )
+        else:
+            out.append(f"a store served at {sync.store.url} (standbyc weights publish output)")
+        if sync.pushgateway:
+            out.append(
+                f"a Pushgateway at {sync.pushgateway}, scraped by Prometheus with "
+                "honor_labels: true"
+            )
+        out.append(f"the image {sync.image} (standbyc; see Dockerfile)")
+        return out
 
 
 def _plural(n: int, word: str) -> str:

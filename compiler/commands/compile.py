@@ -65,6 +65,7 @@ def _spec_lines(s: dict[str, Any]) -> list[str]:
         f"{t['priority']}, weight sync {units.human_bits(t['syncRateBitsPerSecond'])}"
         for tier, t in d["tiers"].items()
     ]
+    lines += [f"    requires: {r}" for r in d["requires"]]
     return lines
 
 

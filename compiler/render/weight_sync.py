@@ -11,6 +11,7 @@ tier needs to serve; then it reports the generation held to the Pushgateway.
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 from compiler import names, units
@@ -67,16 +68,21 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
         )
     ]
     trigger = plan.sync.trigger
+    model = PurePosixPath(plan.model_path)
     for tier in plan.sync.tiers:
         name = plan.names.weight_sync(tier.name)
         labels = {names.TIER_LABEL: tier.name}
         context: dict[str, Any] = {"name": name, "job_spec": _job_spec(plan, r, tier)}
-        annotations: dict[str, str] = {}
+        # For reviewers of out/: how the standbys see what this Job writes.
+        annotations = {
+            "standbyc.dev/standbys-mount": f"claim {plan.sync.claim}, subPath {tier.name}, "
+            f"at {model.parent}; they load {model}"
+        }
         if trigger.type == "schedule":
             context.update(schedule=trigger.schedule, job_labels={**plan.labels, **labels})
             kind, template = "CronJob", "cronjob.yaml.j2"
         else:
-            annotations = {
+            annotations |= {
                 "argocd.argoproj.io/hook": trigger.hook,
                 # Job names are fixed, so the previous run is deleted before the next.
                 "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation",
