@@ -102,7 +102,9 @@ def compile_tree(
     The lock on ``out`` is taken before ``out`` is read, so two compiles never both
     succeed while one's output is lost.
     """
-    specs = pipeline.discover(list(paths) or [DEFAULT_SPECS])
+    roots = list(paths) or [DEFAULT_SPECS]
+    out = outdir.check_target(out, roots)
+    specs = pipeline.discover(roots)
     renderer = Renderer(templates)
     run = _Run()
 

@@ -1,11 +1,12 @@
 """Step 6: read, compare and atomically replace the output directory.
 
 standbyc owns the files in ``out/`` that start with its header; anything else
-is the user's and is carried over untouched. A new tree is built in a
-sibling directory, validated there, and swapped in with two renames. If
-anything fails before the swap, ``out/`` is exactly as it was. A crash
-between the two renames leaves ``.<out>.standbyc-old``, which the next run
-moves back before doing anything else.
+(files, symlinks, empty directories, FIFOs) is the user's and is carried over
+untouched. A new tree is built in a sibling directory, validated there, and
+swapped in with one atomic exchange (``renameat2(RENAME_EXCHANGE)``), so at
+every instant ``out/`` is either the old tree or the new one, never missing.
+If anything fails before the swap, ``out/`` is exactly as it was; a killed run
+leaves only ``.<out>.standbyc-new``, which the next run removes.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import contextlib
 import difflib
 import os
 import shutil
+import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from compiler import yamlio
 from compiler.errors import UsageError
-from compiler.fsutil import exclusive, fsync_path
+from compiler.fsutil import exchange, exclusive, fsync_path
 
 MAX_OWNED_BYTES = 16 * 1024 * 1024
 
@@ -28,31 +30,54 @@ MAX_OWNED_BYTES = 16 * 1024 * 1024
 @dataclass(frozen=True)
 class Contents:
     owned: dict[str, str]  # standbyc's files, by path relative to out/
-    foreign: list[str]  # everything else, carried over as is
+    foreign: list[str]  # the user's regular files, carried over as they are
+    links: dict[str, str] = field(default_factory=dict)  # the user's symlinks -> their targets
+    dirs: list[str] = field(default_factory=list)  # the user's empty directories
+    fifos: list[str] = field(default_factory=list)
 
 
 def _sibling(out: Path, suffix: str) -> Path:
     return out.parent / f".{out.name}.standbyc-{suffix}"
 
 
+def _owned_text(path: Path) -> str | None:
+    if path.stat().st_size > MAX_OWNED_BYTES:
+        return None
+    with contextlib.suppress(UnicodeDecodeError):
+        text = path.read_text(encoding="utf-8")
+        return text if yamlio.is_generated(text) else None
+    return None
+
+
 def read(out: Path) -> Contents:
-    owned: dict[str, str] = {}
-    foreign: list[str] = []
+    contents = Contents({}, [])
     if not out.is_dir():
-        return Contents(owned, foreign)
-    for path in sorted(out.rglob("*")):
-        if not path.is_file() or path.is_symlink():
-            continue
-        rel = path.relative_to(out).as_posix()
-        text = None
-        if path.stat().st_size <= MAX_OWNED_BYTES:
-            with contextlib.suppress(UnicodeDecodeError):
-                text = path.read_text(encoding="utf-8")
-        if text is not None and yamlio.is_generated(text):
-            owned[rel] = text
-        else:
-            foreign.append(rel)
-    return Contents(owned, foreign)
+        return contents
+    for dirpath, dirnames, filenames in os.walk(out):
+        here = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            path = here / name
+            rel = path.relative_to(out).as_posix()
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                contents.links[rel] = str(path.readlink())
+            elif stat.S_ISDIR(mode):
+                if not any(path.iterdir()):
+                    contents.dirs.append(rel)
+            elif stat.S_ISFIFO(mode):
+                contents.fifos.append(rel)
+            elif not stat.S_ISREG(mode):
+                raise UsageError(
+                    f"{out}/{rel}: a socket or device file in the output directory; standbyc "
+                    "cannot carry it into the new tree, so move it away first"
+                )
+            elif (text := _owned_text(path)) is not None:
+                contents.owned[rel] = text
+            else:
+                contents.foreign.append(rel)
+        dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
+    contents.foreign.sort()
+    return contents
 
 
 def diff(current: dict[str, str], desired: dict[str, str], out_name: str) -> str:
@@ -80,7 +105,8 @@ def locked(out: Path) -> contextlib.AbstractContextManager[None]:
 
 
 def recover(out: Path) -> None:
-    """Finish or undo a swap that a crash interrupted."""
+    """Remove what a killed run left: a staged tree, or (from the two-rename swap of
+    earlier versions) the old tree, moved back if out/ itself is missing."""
     old, new = _sibling(out, "old"), _sibling(out, "new")
     if old.exists():
         if out.exists():
@@ -103,13 +129,23 @@ def _carry(source: Path, target: Path) -> None:
 def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> Path:
     staging = _sibling(out, "new")
     staging.mkdir()
-    for rel in contents.foreign:
+    theirs = [*contents.foreign, *contents.links, *contents.fifos]
+    for rel in theirs:
         if rel in desired:
             raise UsageError(
                 f"refusing to overwrite {out.name}/{rel}: it was not written by standbyc "
                 "(no generated header); move it away first"
             )
+    for rel in contents.foreign:
         _carry(out / rel, staging / rel)
+    for rel, link in contents.links.items():
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        (staging / rel).symlink_to(link)
+    for rel in contents.dirs:
+        (staging / rel).mkdir(parents=True, exist_ok=True)
+    for rel in contents.fifos:
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(staging / rel, stat.S_IMODE((out / rel).lstat().st_mode))
     for rel, text in desired.items():
         target = staging / rel
         if contents.owned.get(rel) == text:
@@ -123,6 +159,33 @@ def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> Path:
     return staging
 
 
+def check_target(out: Path, sources: list[Path]) -> Path:
+    """The directory to write for ``--out``: refuse what would lose or misplace the user's
+    files, follow a symlink to an existing directory."""
+    shown = str(out)
+    if out.is_symlink():
+        if not out.exists():
+            raise UsageError(f"--out {shown}: a symlink to {out.readlink()}, which does not exist")
+        out = out.resolve()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {shown}: exists and is not a directory")
+    real = out.resolve()
+    here = Path.cwd().resolve()
+    if real == Path(real.anchor) or real == here or real in here.parents:
+        raise UsageError(
+            f"--out {shown}: would replace {real}, which holds the current directory; "
+            "name a directory of its own, such as out"
+        )
+    for src in sources:
+        s = src.resolve()
+        if s == real or real in s.parents or s in real.parents:
+            raise UsageError(
+                f"--out {shown} and the spec path {src} contain one another; "
+                "keep the output apart from the specs"
+            )
+    return out
+
+
 def replace(
     out: Path,
     build: Callable[[Contents], dict[str, str]],
@@ -134,24 +197,36 @@ def replace(
     The lock is taken before ``out/`` is read, so the tree is built from what is really
     there. ``validate`` runs on the staged tree; if it raises, nothing is swapped.
     """
-    with locked(out):
-        recover(out)
-        contents = read(out)
-        desired = build(contents)
-        staging = _stage(out, contents, desired)
-        try:
-            if validate is not None:
-                validate(staging)
-            if contents.owned == desired and out.is_dir():
-                return False
-            old = _sibling(out, "old")
-            if out.exists():
-                out.rename(old)
+    try:
+        with locked(out):
+            return _replace_locked(out, build, validate)
+    except PermissionError as exc:
+        raise UsageError(
+            f"cannot write {out}: permission denied on {exc.filename or out.parent}"
+        ) from None
+
+
+def _replace_locked(
+    out: Path,
+    build: Callable[[Contents], dict[str, str]],
+    validate: Callable[[Path], None] | None,
+) -> bool:
+    recover(out)
+    contents = read(out)
+    desired = build(contents)
+    staging = _stage(out, contents, desired)
+    try:
+        if validate is not None:
+            validate(staging)
+        if contents.owned == desired and out.is_dir():
+            return False
+        if out.exists():
+            if not exchange(staging, out):
+                raise UsageError(f"{out}: cannot swap directories atomically on this system")
+        else:
             staging.rename(out)
-            fsync_path(out.parent)
-            if old.exists():
-                shutil.rmtree(old)
-            return True
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging)
+        fsync_path(out.parent)
+        return True
+    finally:
+        if staging.exists():  # the old tree after an exchange, or a tree that was refused
+            shutil.rmtree(staging)

@@ -48,6 +48,8 @@ def discover(paths: Sequence[Path]) -> list[Path]:
             )
         elif path.is_file():
             found.append(path)
+        elif path.exists():
+            raise UsageError(f"{path}: not a regular file or a directory (a FIFO or a device?)")
         else:
             raise UsageError(f"{path}: no such file or directory")
     if not found:

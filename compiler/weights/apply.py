@@ -17,8 +17,6 @@ file again from the filesystem, a second full read.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import os
 import shutil
@@ -30,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.fsutil import exchange
 from compiler.weights.deltafile import (
     ChunkOp,
     DeltaHeader,
@@ -432,23 +431,6 @@ def _fsync_dir(path: Path, stats: ApplyStats) -> None:
     stats.fsync_seconds += time.perf_counter() - t0
 
 
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2); False where unsupported."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    libc = ctypes.CDLL(name, use_errno=True)
-    fn = getattr(libc, "renameat2", None)
-    if fn is None:
-        return False
-    rc = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
-    return bool(rc == 0)
-
-
 def swap_in(tmp: Path, dest: Path) -> None:
     """Make the finished checkpoint ``tmp`` visible as ``dest`` in one atomic step."""
     _commit(tmp, dest, ApplyStats())
@@ -459,7 +441,7 @@ def _commit(tmp: Path, dest: Path, stats: ApplyStats) -> None:
     if tmp.is_dir() and dest.exists():
         # A directory cannot be replaced by rename; swap the two atomically so a
         # crash leaves either the old complete tree or the new one at dest.
-        if not _exchange(tmp, dest):
+        if not exchange(tmp, dest):
             raise DeltaError(f"{dest}: cannot swap directories atomically on this system")
         _fsync_dir(dest.parent, stats)
         _remove(tmp)

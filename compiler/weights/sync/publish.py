@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -242,20 +243,23 @@ def publish(
             )
         man_rel = f"manifests/{generation}.json"
         _write_atomic(store / man_rel, json.dumps(manifest.to_json(), sort_keys=True).encode())
-        delta = None
-        if old is not None:
-            prev = old.generations[old.latest]
-            rel = f"deltas/{prev.number}-{generation}.delta"
-            tmp = _tmp(store / rel)
-            tmp.parent.mkdir(parents=True, exist_ok=True)
-            base = anchor_path(store, layout, prev.number)
-            diff(new, tmp, old_path=base, chunk=old.chunk_size, progress=progress)
-            fsync_path(tmp)
-            tmp.replace(store / rel)
-            fsync_path(tmp.parent)
-            delta = Delta(prev.number, _stored(store, rel), prev.digest, manifest.digest)
-            stats.delta_from, stats.delta_bytes = prev.number, delta.file.size
-        anchor = _write_anchor(new, store, generation)
+        # The anchor's copy and sha256 run beside the diff (both release the GIL).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="standbyc-anchor") as pool:
+            anchor_job = pool.submit(_write_anchor, new, store, generation)
+            delta = None
+            if old is not None:
+                prev = old.generations[old.latest]
+                rel = f"deltas/{prev.number}-{generation}.delta"
+                tmp = _tmp(store / rel)
+                tmp.parent.mkdir(parents=True, exist_ok=True)
+                base = anchor_path(store, layout, prev.number)
+                diff(new, tmp, old_path=base, chunk=old.chunk_size, progress=progress)
+                fsync_path(tmp)
+                tmp.replace(store / rel)
+                fsync_path(tmp.parent)
+                delta = Delta(prev.number, _stored(store, rel), prev.digest, manifest.digest)
+                stats.delta_from, stats.delta_bytes = prev.number, delta.file.size
+            anchor = anchor_job.result()
         stats.anchor_bytes = sum(f.size for f in anchor)
         gen = Generation(
             generation, manifest.digest, manifest.nbytes, _stored(store, man_rel), delta, anchor
