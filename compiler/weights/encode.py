@@ -187,13 +187,15 @@ class Decoder:
             out[:] = unshuffle(self.unzstd(payload, n, where), width)
         elif op == COPY:
             assert old is not None
-            out[:] = old
+            if old is not out:  # apply reads the source chunk straight into ``out``
+                out[:] = old
         elif op == XOR:
             assert old is not None
             np.bitwise_xor(old, unshuffle(self.unzstd(payload, n, where), width), out=out)
         elif op == SPARSE:
             assert old is not None
-            out[:] = old
+            if old is not out:
+                out[:] = old
             self._patch(payload, params, out, width, where)
         else:
             raise DeltaError(f"{where}: unknown op {op!r}")
