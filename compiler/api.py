@@ -112,7 +112,9 @@ def compile_tree(
         t0 = time.perf_counter()
         run.current = current
         try:
-            compiled, run.files = pipeline.build_tree(specs, renderer, current.owned)
+            compiled, run.files = pipeline.build_tree(
+                specs, renderer, current.owned, out.resolve().parent
+            )
         finally:
             run.compile_seconds = time.perf_counter() - t0
         run.specs = tuple(compiled)

@@ -7,6 +7,7 @@ tree (atomically) and validating it are the caller's next steps.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from compiler import kinds, yamlio
 from compiler.checks import check_spec
 from compiler.decorate import Common, decorate, name_problem, serialize
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
-from compiler.load import display_path, load_file
+from compiler.load import load_file
 from compiler.plan import Plan, build
 from compiler.render import render_all
 from compiler.render.base import Emitted, Renderer
@@ -36,6 +37,7 @@ class CompiledSpec:
     files: dict[str, str]  # path below out/ -> text
     objects: list[Emitted]
     name_location: Location
+    header_source: str  # the spec as each file's header names it
 
 
 def discover(paths: Sequence[Path]) -> list[Path]:
@@ -73,9 +75,16 @@ def kustomization(resource_paths: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def compile_spec(path: Path, renderer: Renderer) -> CompiledSpec:
+def header_source(path: Path, root: Path) -> str:
+    """How a file's header names its spec: relative to ``root`` (out/'s parent), so the
+    same specs give the same bytes whatever directory standbyc runs from."""
+    return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
+
+
+def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
     loaded = load_file(path)
     spec = check_spec(loaded)
+    source = header_source(path, root)
     plan = build(spec, loaded.source)
     common = Common(plan.namespace, plan.labels, plan.annotations)
     emitted = order(decorate(e, common) for e in render_all(plan, renderer))
@@ -84,24 +93,24 @@ def compile_spec(path: Path, renderer: Renderer) -> CompiledSpec:
         raise SpecError.at(name_location, problem)
     directory = f"{plan.namespace}/{plan.name}"
     files = {
-        f"{directory}/{e.relpath}": serialize(e.obj, plan.source, f"{directory}/{e.relpath}")
+        f"{directory}/{e.relpath}": serialize(e.obj, source, f"{directory}/{e.relpath}")
         for e in emitted
     }
     listed = [e.relpath for e in emitted if e.is_resource]
     files[f"{directory}/{KUSTOMIZATION}"] = serialize(
-        kustomization(listed), plan.source, f"{directory}/{KUSTOMIZATION}"
+        kustomization(listed), source, f"{directory}/{KUSTOMIZATION}"
     )
-    return CompiledSpec(plan, directory, files, emitted, name_location)
+    return CompiledSpec(plan, directory, files, emitted, name_location, source)
 
 
-def compile_specs(paths: Sequence[Path], renderer: Renderer) -> list[CompiledSpec]:
+def compile_specs(paths: Sequence[Path], renderer: Renderer, root: Path) -> list[CompiledSpec]:
     """Compile every spec; report the problems of all of them at once."""
     compiled: list[CompiledSpec] = []
     problems: list[Diagnostic] = []
     seen: dict[str, str] = {}
     for path in paths:
         try:
-            one = compile_spec(path, renderer)
+            one = compile_spec(path, renderer, root)
         except SpecError as exc:
             problems.extend(exc.diagnostics)
             continue
@@ -166,25 +175,22 @@ def assemble(compiled: Sequence[CompiledSpec], kept: dict[str, str]) -> dict[str
     return dict(sorted(files.items()))
 
 
-def spec_source_exists(source: str) -> bool:
-    return Path(source).is_file()
-
-
 def build_tree(
-    spec_paths: Sequence[Path], renderer: Renderer, owned: dict[str, str]
+    spec_paths: Sequence[Path], renderer: Renderer, owned: dict[str, str], root: Path
 ) -> tuple[list[CompiledSpec], dict[str, str]]:
     """Compile ``spec_paths`` and merge with the owned files of specs not compiled now.
 
-    An owned file survives only if the spec named in its header still exists
-    and was not part of this compile; shared files are always rebuilt.
+    An owned file survives only if the spec named in its header (relative to ``root``,
+    out/'s parent) still exists and was not part of this compile; shared files are
+    always rebuilt.
     """
-    compiled = compile_specs(spec_paths, renderer)
-    sources = {c.plan.source for c in compiled} | {display_path(p) for p in spec_paths}
+    compiled = compile_specs(spec_paths, renderer, root)
+    sources = {header_source(p, root) for p in spec_paths}
     kept: dict[str, str] = {}
     for rel, text in owned.items():
         src = yamlio.source_of(text)
         if src is None or src == SHARED_SOURCE or src in sources:
             continue
-        if spec_source_exists(src):
+        if (root / src).is_file():
             kept[rel] = text
     return compiled, assemble(compiled, kept)

@@ -9,6 +9,7 @@ literal blocks so PromQL and embedded files stay readable in review.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -193,8 +194,19 @@ def dump(obj: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+_PLAIN_SOURCE = re.compile(r"^[\x21\x23-\x7e][\x20-\x7e]*$")
+
+
 def header(source: str) -> str:
-    return f"{HEADER_MARK} Source: {source}\n"
+    """The first line of every file standbyc writes. A source that is not plain printable
+    ASCII (a newline, a U+2028, a name that is not UTF-8) is written as a JSON string,
+    so no file name can end the comment and inject a document."""
+    shown = (
+        source
+        if _PLAIN_SOURCE.match(source) and source == source.strip()
+        else (json.dumps(source, ensure_ascii=True))
+    )
+    return f"{HEADER_MARK} Source: {shown}\n"
 
 
 def document(obj: Any, source: str) -> str:
@@ -216,4 +228,11 @@ def source_of(text: str) -> str | None:
     marker = " Source: "
     if not first.startswith(HEADER_MARK) or marker not in first:
         return None
-    return first.split(marker, 1)[1].strip()
+    shown = first.split(marker, 1)[1].strip()
+    if shown.startswith('"'):
+        try:
+            decoded = json.loads(shown)
+        except ValueError:
+            return None
+        return decoded if isinstance(decoded, str) else None
+    return shown

@@ -17,8 +17,9 @@ SCENARIOS = sorted(p.name for p in CASES.iterdir() if (p / "spec.yaml").is_file(
 
 
 def _compile(case: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Compile from inside the case so headers name "spec.yaml", wherever the repo is.
-    monkeypatch.chdir(case)
+    # Headers name the spec relative to out/'s parent: "spec.yaml", wherever the repo is.
+    shutil.copy(case / "spec.yaml", out.parent / "spec.yaml")
+    monkeypatch.chdir(out.parent)
     result = run_cli("compile", "spec.yaml", "--out", str(out), "--no-validate")
     assert result.code == 0, result.err
 
@@ -52,12 +53,26 @@ def test_golden(
     )
 
 
-def test_compile_is_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
-    for out in ("a", "b"):
-        result = run_cli("compile", "--out", str(tmp_path / out), "--no-validate")
-        assert result.code == 0, result.err
-    assert tree(tmp_path / "a") == tree(tmp_path / "b") == tree(OUT)
+@pytest.mark.parametrize("where", ["root", "specs", "subdir", "/"])
+def test_output_is_the_same_from_any_directory(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compile and check from the project root, its specs/, a subdirectory and /: the same
+    bytes, equal to the committed out/ (headers name specs relative to out/'s parent)."""
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "specs", project / "specs")
+    (project / "docs" / "deep").mkdir(parents=True)
+    cwd = {"root": project, "specs": project / "specs", "subdir": project / "docs" / "deep",
+           "/": Path("/")}[where]  # fmt: skip
+    monkeypatch.chdir(cwd)
+    specs, out = str(project / "specs"), str(project / "out")
+    result = run_cli("compile", specs, "--out", out, "--no-validate")
+    assert result.code == 0, result.err
+    assert tree(project / "out") == tree(OUT)
+    for other in (project, project / "specs", Path("/")):
+        monkeypatch.chdir(other)
+        checked = run_cli("check", specs, "--out", out)
+        assert checked.code == 0, checked.out + checked.err
 
 
 @pytest.mark.parametrize("root", sorted({str(t) for _, t in golden_trees()}))

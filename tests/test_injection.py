@@ -73,3 +73,28 @@ def test_structural_values_are_refused(field: str, value: str, tmp_path: Path) -
     assert result.code == 2
     assert f"metadata.{field}: {value!r} is not a valid Kubernetes name" in result.err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "x\n---\n{apiVersion: v1, kind: Secret, metadata: {name: s}}\n---\n#.yaml",
+        "cr\rlf.yaml",
+        "line\u2028sep.yaml",
+        "not-utf8-\udcff.yaml",
+    ],
+)
+def test_a_spec_file_name_cannot_inject_a_document(name: str, tmp_path: Path) -> None:
+    """The header names the spec file; any name is written so it stays one comment."""
+    spec = tmp_path / "specs" / name
+    spec.parent.mkdir()
+    spec.write_text(SPEC.format(value="ok"))
+    result = run_cli("compile", str(tmp_path / "specs"), "--out", str(tmp_path / "out"),
+                     "--no-validate")  # fmt: skip
+    assert result.code == 0, result.err
+    yaml = YAML(typ="safe")
+    files = sorted((tmp_path / "out").rglob("*.yaml"))
+    kinds = [doc.get("kind") for f in files for doc in yaml.load_all(f.read_bytes()) if doc]
+    assert "Secret" not in kinds
+    assert all(len(list(yaml.load_all(f.read_bytes()))) == 1 for f in files)
+    assert run_cli("check", str(tmp_path / "specs"), "--out", str(tmp_path / "out")).code == 0

@@ -44,7 +44,7 @@ def test_failed_validation_leaves_out_unchanged(workdir: Path) -> None:
     specs = pipeline.discover([workdir / "specs"])
 
     def build(current: outdir.Contents) -> dict[str, str]:
-        return pipeline.build_tree(specs, Renderer(), current.owned)[1]
+        return pipeline.build_tree(specs, Renderer(), current.owned, workdir)[1]
 
     with pytest.raises(ValidationFailed):
         outdir.replace(workdir / "out", build, validate=reject)

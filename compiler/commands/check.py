@@ -34,13 +34,14 @@ def specs_for(changed: list[str], specs: list[Path], out: Path) -> list[Path] | 
     its directory's kustomization.yaml when it was deleted). Anything else, such as a
     template, a shared file or a hand-written file, can affect every spec.
     """
-    from compiler.load import display_path
+    from compiler.pipeline import header_source
 
-    by_source = {display_path(p): p for p in specs}
+    root = out.resolve().parent
+    by_source = {header_source(p, root): p for p in specs}
     chosen: dict[str, Path] = {}
     for name in changed:
-        shown = display_path(Path(name))
-        source = shown if shown in by_source else _source_in_out(Path(name), out)
+        own = header_source(Path(name), root)
+        source = own if own in by_source else _source_in_out(Path(name), out)
         if source is None or source not in by_source:
             return None
         chosen[source] = by_source[source]
