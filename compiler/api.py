@@ -57,10 +57,22 @@ class Result:
     diagnostics: tuple[Diagnostic, ...] = ()  # spec problems: nothing was written
     compile_seconds: float = 0.0
     write_seconds: float = 0.0  # staging, gate and swap
+    strict: bool = False  # a missed failover objective is a failure (nothing written)
+
+    @property
+    def missed(self) -> list[str]:
+        """The specs whose failover plan misses its objective, with the verdict."""
+        return [
+            f"{one.plan.source}: {one.directory}: {one.plan.failover.verdict()}"
+            for one in self.specs
+            if one.plan.failover.met is False
+        ]
 
     @property
     def ok(self) -> bool:
-        return not self.diagnostics and (self.report is None or self.report.ok)
+        if self.diagnostics or (self.report is not None and not self.report.ok):
+            return False
+        return not (self.strict and self.missed)
 
     @property
     def objects(self) -> list[Emitted]:
@@ -86,6 +98,7 @@ class _Run:
     files: dict[str, str] = field(default_factory=dict)
     report: Report | None = None
     compile_seconds: float = 0.0
+    strict: bool = False
 
 
 def compile_tree(
@@ -96,11 +109,13 @@ def compile_tree(
     templates: Path | None = None,
     kube_versions: Sequence[str] | None = None,
     write: bool = True,
+    strict: bool = False,
 ) -> Result:
     """Compile the specs in ``paths`` (default ``specs/``) into ``out``.
 
     The lock on ``out`` is taken before ``out`` is read, so two compiles never both
-    succeed while one's output is lost.
+    succeed while one's output is lost. With ``strict`` (or a spec's ``failover.strict``)
+    a missed failover objective writes nothing.
     """
     roots = list(paths) or [DEFAULT_SPECS]
     out = outdir.check_target(out, roots)
@@ -118,6 +133,9 @@ def compile_tree(
         finally:
             run.compile_seconds = time.perf_counter() - t0
         run.specs = tuple(compiled)
+        run.strict = strict or any(c.plan.failover_strict for c in compiled)
+        if run.strict and any(c.plan.failover.met is False for c in compiled):
+            raise _Rejected("a failover objective is missed")
         return run.files
 
     def gate(staged: Path) -> None:
@@ -155,4 +173,5 @@ def compile_tree(
         report=run.report,
         compile_seconds=run.compile_seconds,
         write_seconds=time.perf_counter() - t0 - run.compile_seconds,
+        strict=run.strict,
     )

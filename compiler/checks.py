@@ -210,6 +210,14 @@ def _lists_and_names(spec: StandbySpec) -> list[Problem]:
         out.append((("spec", "weightSync", "tiers"), "a tier is listed twice"))
     if len(set(s.qos.outputs)) != len(s.qos.outputs):
         out.append((("spec", "qos", "outputs"), "an output is listed twice"))
+    takeover = s.failover.takeover
+    if getattr(s.tiers, takeover).replicas == 0:
+        out.append(
+            (
+                ("spec", "failover", "takeover"),
+                f"the {takeover} tier has no replicas, so it cannot take over",
+            )
+        )
     if not any(t.replicas for _, t in s.tiers.items()):
         out.append(
             (("spec", "tiers"), "every tier has 0 replicas; there is nothing to fail over to")

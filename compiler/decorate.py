@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
+from xml.etree import ElementTree
 
 from compiler import kinds, yamlio
 from compiler.errors import EXIT_INTERNAL, StandbycError
@@ -84,4 +85,15 @@ def serialize(obj: Any, source: str, where: str) -> str:
             f"{where}: emitted text reads back as {len(back)} document(s) that differ from "
             "the object standbyc rendered; nothing was written (a bug in standbyc)"
         )
+    return text
+
+
+def serialize_text(body: str, source: str, where: str) -> str:
+    """A Markdown or SVG file: a comment header, then the body; an SVG must be well-formed."""
+    text = yamlio.comment_header(source) + body
+    if where.endswith(".svg"):
+        try:
+            ElementTree.fromstring(text)
+        except ElementTree.ParseError as exc:
+            raise OutputMismatch(f"{where}: emitted SVG is not well-formed: {exc}") from None
     return text

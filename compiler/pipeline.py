@@ -17,7 +17,7 @@ from typing import Any
 
 from compiler import kinds, yamlio
 from compiler.checks import check_spec
-from compiler.decorate import Common, decorate, name_problem, serialize
+from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
 from compiler.load import load_file
 from compiler.plan import Plan, build
@@ -94,6 +94,8 @@ def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
     directory = f"{plan.namespace}/{plan.name}"
     files = {
         f"{directory}/{e.relpath}": serialize(e.obj, source, f"{directory}/{e.relpath}")
+        if e.text is None
+        else serialize_text(e.text, source, f"{directory}/{e.relpath}")
         for e in emitted
     }
     listed = [e.relpath for e in emitted if e.is_resource]

@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from compiler import names, units
+from compiler.failover import FailoverPlan, Inputs, analyse
 from compiler.names import Names
 from compiler.spec import (
     DEFAULT_PRIORITY,
@@ -122,6 +123,9 @@ class Plan:
     health_bytes_per_second: Fraction
     migration_time_ms: int
     migration_seconds: float  # serial connection migration estimate
+    failover: FailoverPlan
+    failover_inputs: Inputs
+    failover_strict: bool
 
     def summary(self) -> dict[str, Any]:
         """Derived numbers with their formulas, for the compile summary."""
@@ -276,6 +280,34 @@ def build(spec: StandbySpec, source: str) -> Plan:
     targets = sum(t.replicas for t in all_tiers)
     hc = s.health_checks
     probes = Fraction(hc.probers * targets * 1000, hc.interval)
+    fo = s.failover
+    takeover = next(t for t in all_tiers if t.name == fo.takeover)  # checks.py made sure
+    failover_inputs = Inputs(
+        link_bps=s.network.link,
+        model_bytes=s.model.size,
+        expected_delta=float(s.weight_sync.expected_delta),
+        takeover=takeover.name,
+        takeover_replicas=takeover.replicas,
+        takeover_egress_bps=takeover.egress_bps,
+        takeover_sync_bps=takeover.sync_rate_bps,
+        tier_egress_bps={t.name: t.egress_bps for t in all_tiers},
+        sync_tiers={t.name: t.replicas for t in sync.tiers},
+        sync_rates_bps={t.name: t.sync_rate_bps for t in sync.tiers},
+        weights=fo.weights,
+        failed_replicas=fo.failed_replicas,
+        failure_threshold=fo.failure_threshold,
+        health_interval_ms=hc.interval,
+        health_bytes_per_second=float(probes * hc.payload),
+        connections=s.connections.expected,
+        migration_ms=s.connections.migration_time,
+        migration_parallelism=fo.migration_parallelism,
+        handshake_bytes=fo.handshake,
+        drain_ms=fo.drain,
+        warmup_ms=fo.warmup,
+        store_egress_bps=fo.store_egress or s.network.link,
+        rto_ms=fo.rto,
+    )
+    failover = analyse(failover_inputs)
     return Plan(
         name=spec.metadata.name,
         namespace=spec.metadata.namespace,
@@ -307,4 +339,7 @@ def build(spec: StandbySpec, source: str) -> Plan:
         health_bytes_per_second=probes * hc.payload,
         migration_time_ms=s.connections.migration_time,
         migration_seconds=s.connections.expected * s.connections.migration_time / 1000,
+        failover=failover,
+        failover_inputs=failover_inputs,
+        failover_strict=fo.strict,
     )

@@ -450,6 +450,38 @@ class Alerts(Model):
     )
 
 
+class Failover(Model):
+    """One failover: ``failedReplicas`` serving pods fail and the ``takeover`` tier's standbys
+    take their traffic. The plan (PLAN.md, ``standbyc plan``) times each phase against
+    ``rto``."""
+
+    rto: Millis | None = Field(
+        None, description="recovery time objective: from the failure to serving again"
+    )
+    takeover: TierName = Field("hot", description="the tier whose standbys take over")
+    failed_replicas: Positive = Field(1, description="serving pods that fail at once")
+    weights: Literal["current", "behind", "missing"] = Field(
+        "current",
+        description="what the takeover tier holds when it happens: current (nothing moves), "
+        "behind by a generation (the delta moves) or missing (a full copy moves)",
+    )
+    failure_threshold: Positive = Field(
+        3, description="failed health checks in a row before a pod counts as failed"
+    )
+    drain: Millis = Field(5_000, description="time to drain the failed pods' requests")
+    migration_parallelism: Positive = Field(
+        1, description="connections moved to the new instances at once"
+    )
+    handshake: Bytes = Field(4096, description="bytes to re-establish one connection (TLS)")
+    warmup: Millis = Field(
+        30_000, description="time for the engine to load weights already on disk"
+    )
+    store_egress: BitsPerSecond | None = Field(
+        None, description="egress of the weight store's server (default: network.link)"
+    )
+    strict: bool = Field(False, description="a missed objective fails compile (as --strict)")
+
+
 class Validation(Model):
     kubernetes_versions: list[KubeVersion] | None = Field(
         None, description="Kubernetes versions to validate against (default: the matrix)"
@@ -467,6 +499,7 @@ class Spec(Model):
     qos: Qos = Field(default_factory=Qos)
     weight_sync: WeightSync = Field(default_factory=WeightSync)
     alerts: Alerts = Field(default_factory=Alerts)
+    failover: Failover = Field(default_factory=Failover)
     validation: Validation = Field(default_factory=Validation)
     common_annotations: dict[LabelKey, FreeText] = Field(
         default_factory=dict, description="annotations added to every emitted object"

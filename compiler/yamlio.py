@@ -16,7 +16,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-HEADER_MARK = "# standbyc: generated — do not edit."
+HEADER_BODY = "standbyc: generated — do not edit."
+HEADER_MARK = "# " + HEADER_BODY  # YAML files
+COMMENT_MARK = "<!-- " + HEADER_BODY  # Markdown and SVG files
 LEADING_KEYS = ("apiVersion", "kind", "metadata")
 METADATA_KEYS = ("name", "namespace", "labels", "annotations")
 
@@ -197,16 +199,23 @@ def dump(obj: Any) -> str:
 _PLAIN_SOURCE = re.compile(r"^[\x21\x23-\x7e][\x20-\x7e]*$")
 
 
+def _shown(source: str) -> str:
+    """The source as a header writes it: as is, or as a JSON string when it is not plain
+    printable ASCII (a newline, a U+2028, a name that is not UTF-8) or holds ``--``, so no
+    file name can end the comment and inject a document."""
+    if _PLAIN_SOURCE.match(source) and source == source.strip() and "--" not in source:
+        return source
+    return json.dumps(source, ensure_ascii=True).replace("-", "\\u002d")
+
+
 def header(source: str) -> str:
-    """The first line of every file standbyc writes. A source that is not plain printable
-    ASCII (a newline, a U+2028, a name that is not UTF-8) is written as a JSON string,
-    so no file name can end the comment and inject a document."""
-    shown = (
-        source
-        if _PLAIN_SOURCE.match(source) and source == source.strip()
-        else (json.dumps(source, ensure_ascii=True))
-    )
-    return f"{HEADER_MARK} Source: {shown}\n"
+    """The first line of every YAML file standbyc writes."""
+    return f"{HEADER_MARK} Source: {_shown(source)}\n"
+
+
+def comment_header(source: str) -> str:
+    """The first line of every Markdown or SVG file standbyc writes."""
+    return f"{COMMENT_MARK} Source: {_shown(source)} -->\n"
 
 
 def document(obj: Any, source: str) -> str:
@@ -220,15 +229,17 @@ def parse_one(text: str) -> list[Any]:
 
 
 def is_generated(text: str) -> bool:
-    return text.startswith(HEADER_MARK)
+    return text.startswith((HEADER_MARK, COMMENT_MARK))
 
 
 def source_of(text: str) -> str | None:
     first = text.split("\n", 1)[0]
     marker = " Source: "
-    if not first.startswith(HEADER_MARK) or marker not in first:
+    if not is_generated(first) or marker not in first:
         return None
     shown = first.split(marker, 1)[1].strip()
+    if first.startswith(COMMENT_MARK):
+        shown = shown.removesuffix("-->").strip()
     if shown.startswith('"'):
         try:
             decoded = json.loads(shown)

@@ -20,7 +20,7 @@ def _objects(files: dict[str, str], directory: str) -> list[dict[str, Any]]:
     return [
         yaml.safe_load(text)
         for path, text in sorted(files.items())
-        if path.startswith(directory + "/") and "/tests/" not in path
+        if path.startswith(directory + "/") and "/tests/" not in path and path.endswith(".yaml")
         and not path.endswith("kustomization.yaml")
     ]  # fmt: skip
 

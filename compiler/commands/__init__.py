@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from compiler.commands import check, compile, doctor, schema, schemas, validate, weights
+from compiler.commands import check, compile, doctor, plan, schema, schemas, validate, weights
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 COMMANDS: dict[str, Register] = {
     "compile": compile.register,
     "check": check.register,
+    "plan": plan.register,
     "validate": validate.register,
     "schema": schema.register,
     "schemas": schemas.register,

@@ -32,6 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="Kubernetes version to validate against (repeatable; default: the specs' "
         "validation.kubernetesVersions, else the matrix)",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="a missed failover objective (failover.rto) is an error: nothing is written",
+    )
     parser.set_defaults(func=run)
 
 
@@ -43,6 +48,7 @@ def spec_summary(one: CompiledSpec) -> dict[str, Any]:
         "files": len(one.files),
         "objects": dict(sorted(kinds.items())),
         "derived": one.plan.summary(),
+        "failover": one.plan.failover.to_json(),
     }
 
 
@@ -65,6 +71,7 @@ def _spec_lines(s: dict[str, Any]) -> list[str]:
         f"{t['priority']}, weight sync {units.human_bits(t['syncRateBitsPerSecond'])}"
         for tier, t in d["tiers"].items()
     ]
+    lines.append(f"    failover: {s['failover']['verdict']} (see PLAN.md)")
     lines += [f"    requires: {r}" for r in d["requires"]]
     return lines
 
@@ -93,6 +100,7 @@ class CompileOutcome:
             "specs": [spec_summary(c) for c in r.specs],
             "diagnostics": [d.to_json() for d in r.diagnostics],
             "validation": json.loads(r.report.to_json()) if r.report else None,
+            "objectivesMissed": r.missed,
         }
 
     def text(self) -> str:
@@ -117,6 +125,10 @@ class CompileOutcome:
             return "\n".join(str(d) for d in r.diagnostics)
         if r.report is not None and not r.report.ok:
             return f"validation failed; {r.out}/ was left unchanged\n{r.report.summary_text()}"
+        if r.missed:
+            what = "error" if r.strict else "warning"
+            tail = f"; {r.out}/ was left unchanged" if r.strict else ""
+            return "\n".join(f"{what}: {m}" for m in r.missed) + tail
         return ""
 
 
@@ -130,5 +142,6 @@ def run(args: argparse.Namespace) -> int:
         validate=not args.no_validate,
         templates=args.templates,
         kube_versions=args.kube_version,
+        strict=args.strict,
     )
     return emit(CompileOutcome(result), args.format)

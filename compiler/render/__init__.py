@@ -15,6 +15,7 @@ from compiler.render import (
     istio,
     kustomize_patch,
     kyverno,
+    plan_doc,
     rules,
     weight_store,
     weight_sync,
@@ -31,6 +32,7 @@ OUTPUTS: dict[str, RenderFn] = {
     "istio": istio.render,
     "rules": rules.render,
     "weightSync": weight_sync.render,
+    "plan": plan_doc.render,
     "weightStore": weight_store.render,
 }
 

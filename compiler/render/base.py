@@ -57,6 +57,7 @@ class Emitted:
     obj: dict[str, Any]
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    text: str | None = None  # a document for people (Markdown, SVG) instead of ``obj``
 
     @property
     def kind(self) -> str:
