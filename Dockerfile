@@ -24,3 +24,25 @@ USER 65532:65532
 WORKDIR /tmp
 ENTRYPOINT ["standbyc"]
 CMD ["weights", "sync", "--help"]
+
+# The Argo CD config management plugin's sidecar (deploy/argocd/): the whole compiler,
+# the validators and the offline schemas, so `standbyc argocd generate` validates what it
+# prints. Build it with: docker build --target cmp -t standbyc-cmp:<version> .
+FROM docker.io/library/python:3.11-slim AS cmp-build
+COPY --from=docker.io/library/golang:1.26 /usr/local/go /usr/local/go
+ENV PATH=/usr/local/go/bin:$PATH GOFLAGS=-mod=mod
+WORKDIR /src
+COPY . .
+RUN pip install --no-cache-dir --constraint constraints.txt . \
+ && PYTHON=python3 bash scripts/install-tools.sh --validators-only
+
+FROM docker.io/library/python:3.11-slim AS cmp
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp \
+    STANDBYC_TOOLS_DIR=/opt/standbyc/bin STANDBYC_SCHEMA_DIR=/opt/standbyc/schemas
+COPY --from=cmp-build /usr/local/lib/python3.11/site-packages /usr/local/lib/python3.11/site-packages
+COPY --from=cmp-build /usr/local/bin/standbyc /usr/local/bin/standbyc
+COPY --from=cmp-build /src/.tools/bin/ /opt/standbyc/bin/
+COPY --from=cmp-build /src/.cache/schemas/ /opt/standbyc/schemas/
+# Argo CD runs sidecar plugins as user 999.
+USER 999:999
+WORKDIR /tmp

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler import outdir, pipeline
+from compiler import kinds, outdir, pipeline, yamlio
 from compiler.errors import Diagnostic, SpecError, StandbycError
 from compiler.gate import Report, run_gate
 from compiler.render.base import Emitted, Renderer
@@ -175,3 +175,28 @@ def compile_tree(
         write_seconds=time.perf_counter() - t0 - run.compile_seconds,
         strict=run.strict,
     )
+
+
+def stream(files: dict[str, str]) -> str:
+    """The objects a tree applies, as one YAML stream in apply order: what the
+    root kustomization.yaml reaches (CRDs and each spec's resources), never tests, plan
+    documents or kustomize files. Argo CD's config management plugin prints it."""
+    docs: list[tuple[tuple[int, str, str], str]] = []
+
+    def visit(directory: str) -> None:
+        path = f"{directory}/{pipeline.KUSTOMIZATION}" if directory else pipeline.KUSTOMIZATION
+        listed = yamlio.parse_one(files[path])[0].get("resources", [])
+        for entry in listed:
+            rel = f"{directory}/{entry}" if directory else entry
+            if rel in files:
+                text = files[rel].split("\n", 1)[1]  # without the generated-file comment
+                obj = yamlio.parse_one(text)[0]
+                meta = obj.get("metadata", {})
+                key = (kinds.rank(obj["kind"]), meta.get("namespace", ""), meta.get("name", ""))
+                docs.append((key, text))
+            else:
+                visit(rel)
+
+    if pipeline.KUSTOMIZATION in files:
+        visit("")
+    return "".join(f"---\n{text}" for _, text in sorted(docs))

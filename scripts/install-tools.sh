@@ -7,8 +7,9 @@
 # Every version comes from compiler/data/pins.json. Network is needed here only; after
 # this script, `standbyc validate` runs offline.
 #
-#   scripts/install-tools.sh            # everything
+#   scripts/install-tools.sh                     # everything
 #   PYTHON=.venv/bin/python scripts/install-tools.sh
+#   scripts/install-tools.sh --validators-only   # no test servers (the Argo CD plugin image)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -87,6 +88,9 @@ Falling back to: go mod download $module@$version, then go install $pkg inside i
   echo "$stamp" >"$BIN/.$name.pin"
 }
 
+VALIDATORS_ONLY=0
+[[ "${1:-}" == "--validators-only" ]] && VALIDATORS_ONLY=1
+
 need_go
 
 go_tool kubeconform || { loud "kubeconform could not be installed"; exit 1; }
@@ -111,6 +115,7 @@ if ! go_tool pint; then
 the extra pint lint is SKIPPED until pint is installed. See the error above."
 fi
 
+if [[ "$VALIDATORS_ONLY" == 0 ]]; then
 # For the tests only: the servers weight sync talks to, run for real on 127.0.0.1.
 # The Pushgateway's version list is not served (`go install ...@v1.11.1` is refused), so
 # go_tool builds it from the pinned module zip after checking its sum.
@@ -126,6 +131,7 @@ if ! command -v nginx >/dev/null 2>&1; then
     loud "nginx is missing (the weight-sync tests serve the store with it): apt-get install nginx-light"
     exit 1
   fi
+fi
 fi
 
 # The CRDs the schema build converts: pulled into the Go module cache now, so that the

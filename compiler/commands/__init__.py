@@ -8,7 +8,17 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from compiler.commands import check, compile, doctor, plan, schema, schemas, validate, weights
+from compiler.commands import (
+    argocd,
+    check,
+    compile,
+    doctor,
+    plan,
+    schema,
+    schemas,
+    validate,
+    weights,
+)
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -21,4 +31,5 @@ COMMANDS: dict[str, Register] = {
     "schemas": schemas.register,
     "doctor": doctor.register,
     "weights": weights.register,
+    "argocd": argocd.register,
 }

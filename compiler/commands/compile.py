@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compiler import units
 from compiler.commands._common import add_compile_options
-from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
     from compiler.api import Result
@@ -36,6 +38,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--strict",
         action="store_true",
         help="a missed failover objective (failover.rto) is an error: nothing is written",
+    )
+    parser.add_argument(
+        "--stdout",
+        action="store_true",
+        help="write nothing to --out; print the objects out/ would apply as one YAML stream in "
+        "apply order (the summary goes to stderr): what Argo CD's plugin runs",
     )
     parser.set_defaults(func=run)
 
@@ -132,16 +140,50 @@ class CompileOutcome:
         return ""
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class StreamOutcome:
+    """``--stdout``: the objects on stdout, everything for people on stderr."""
+
+    compiled: CompileOutcome
+
+    @property
+    def exit_code(self) -> int:
+        return self.compiled.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        return self.compiled.to_json()
+
+    def text(self) -> str:
+        from compiler.api import stream
+
+        return stream(self.compiled.result.files) if self.compiled.result.ok else ""
+
+    def problem(self) -> str:
+        # The summary without its first line, which speaks of a temporary out/.
+        summary = self.compiled.text().split("\n", 1)[-1] if self.compiled.text() else ""
+        return "\n".join(part for part in (summary, self.compiled.problem()) if part)
+
+
+def compile_to(args: argparse.Namespace, out: Path) -> CompileOutcome:
     from compiler.api import compile_tree
-    from compiler.output import emit
 
     result = compile_tree(
         args.paths,
-        args.out,
+        out,
         validate=not args.no_validate,
         templates=args.templates,
         kube_versions=args.kube_version,
         strict=args.strict,
     )
-    return emit(CompileOutcome(result), args.format)
+    return CompileOutcome(result)
+
+
+def run(args: argparse.Namespace) -> int:
+    from compiler.output import emit
+
+    if not args.stdout:
+        return emit(compile_to(args, args.out), args.format)
+    if args.format != "text":
+        raise UsageError("--stdout prints YAML; it takes no --format")
+    with tempfile.TemporaryDirectory(prefix="standbyc-stdout-") as tmp:
+        return emit(StreamOutcome(compile_to(args, Path(tmp) / "out")), "text")
