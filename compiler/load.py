@@ -14,12 +14,25 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import (
+    MappingEndEvent,
+    MappingStartEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+)
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.reader import ReaderError
 
 from compiler.errors import Location, SpecError
 
 MAX_SPEC_BYTES = 1024 * 1024  # a spec is a page of YAML; anything larger is a mistake
 MAX_NODES = 20_000  # guards against alias expansion ("billion laughs")
+MAX_DEPTH = 32  # a spec nests about 5 deep; deeper is a mistake (or an attack on the stack)
+MAX_SCALAR = 4096  # characters in one value: no field needs more
+# The tags plain YAML gives values; anything else (!custom, !!python/..., merge keys) is refused.
+PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")
+)
 
 PathKey = tuple[str | int, ...]
 
@@ -84,15 +97,33 @@ class _Walker:
                 f"spec has more than {MAX_NODES} nodes (are YAML aliases expanding it?)",
             )
         if isinstance(node, MappingNode):
+            if node.tag not in PLAIN_TAGS:
+                raise SpecError.at(self.at(node, path), f"YAML tag {node.tag} is not supported")
             return self.mapping(node, path)
         if isinstance(node, SequenceNode):
+            if node.tag not in PLAIN_TAGS:
+                raise SpecError.at(self.at(node, path), f"YAML tag {node.tag} is not supported")
             items: list[Any] = []
             for index, item in enumerate(node.value):
                 mark = item.start_mark
                 self.positions.values[(*path, index)] = (mark.line + 1, mark.column + 1)
                 items.append(self.plain(item, (*path, index)))
             return items
-        value = self.yaml.constructor.construct_object(node, deep=True)
+        if node.tag not in PLAIN_TAGS:
+            merge = str(node.tag).endswith(":merge")
+            what = "merge keys (<<) are" if merge else f"tag {node.tag} is"
+            raise SpecError.at(
+                self.at(node, path), f"YAML {what} not supported in a spec; write the value out"
+            )
+        if isinstance(node.value, str) and len(node.value) > MAX_SCALAR:
+            raise SpecError.at(
+                self.at(node, path),
+                f"value is {len(node.value)} characters; at most {MAX_SCALAR} are allowed",
+            )
+        try:
+            value = self.yaml.constructor.construct_object(node, deep=True)
+        except (YAMLError, ValueError, OverflowError) as exc:
+            raise SpecError.at(self.at(node, path), f"cannot read this value: {exc}") from None
         if value is None or isinstance(value, bool | int | float | str):
             return value
         # Timestamps, binary and other YAML tags have no place in a spec.
@@ -147,15 +178,41 @@ def _is_null(node: Node | None) -> bool:
     return node is None or (isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:null")
 
 
+def _at_offset(text: str, source: str, offset: int) -> Location:
+    before = text[:offset]
+    return Location(source, before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1)
+
+
+def _check_depth(yaml: YAML, text: str, source: str) -> None:
+    """Refuse deep nesting from the event stream (no recursion), before anything is built:
+    composing 30,000 nested lists would exhaust the C stack."""
+    depth = 0
+    for event in yaml.parse(text):
+        if isinstance(event, MappingStartEvent | SequenceStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                raise SpecError.at(
+                    Location(source, mark.line + 1, mark.column + 1),
+                    f"nested more than {MAX_DEPTH} levels deep; a spec is a few levels deep",
+                )
+        elif isinstance(event, MappingEndEvent | SequenceEndEvent):
+            depth -= 1
+
+
 def load_text(text: str, source: str) -> LoadedSpec:
     yaml = YAML(typ="safe")  # libyaml's parser when ruamel.yaml.clib is present
     try:
+        _check_depth(yaml, text, source)
         documents = [d for d in yaml.compose_all(text) if not _is_null(d)]
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         problem = exc.problem or exc.context or "invalid YAML"
         raise SpecError.at(Location(source, line, col), f"YAML syntax error: {problem}") from None
+    except ReaderError as exc:
+        where = _at_offset(text, source, exc.position)
+        raise SpecError.at(where, f"YAML error: {exc.reason} (#x{exc.character:04x})") from None
     except YAMLError as exc:
         raise SpecError.at(Location(source, 1, 1), f"YAML error: {exc}") from None
     if not documents:

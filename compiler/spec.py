@@ -39,7 +39,55 @@ _DNS1123_SUBDOMAIN = re.compile(
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _URL = re.compile(r"^https?://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_CRON = re.compile(r"^(@(hourly|daily|weekly|monthly|yearly)|(\S+\s+){4}\S+)$")
+_CRON = re.compile(
+    r"^(@(hourly|daily|weekly|monthly|yearly|annually|midnight)"
+    r"|[0-9A-Za-z*/,-]+( [0-9A-Za-z*/,-]+){4})$"
+)
+# minute, hour, day of month, month, day of week: their ranges, and the names cron accepts.
+_CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    ("month", 1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT",
+                      "NOV", "DEC")),
+    ("day of week", 0, 7, ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")),
+)  # fmt: skip
+
+
+def _cron_value(text: str, field: tuple[str, int, int, tuple[str, ...]]) -> int:
+    name, lo, hi, names = field
+    upper = text.upper()
+    if upper in names:
+        return names.index(upper) + (1 if name == "month" else 0)
+    if not text.isdigit() or not lo <= int(text) <= hi:
+        raise ValueError(f"{text!r} is not a {name} ({lo}-{hi})")
+    return int(text)
+
+
+def _cron(value: str) -> str:
+    """A cron schedule as Kubernetes CronJobs take it: five fields (or a @macro), each a
+    list of ``*``, values or ranges with an optional ``/step``, within the field's range."""
+    if not _CRON.fullmatch(value):  # fullmatch: no trailing newline either
+        raise ValueError(
+            f"{value!r} is not a cron schedule: five fields separated by single spaces "
+            "(minute hour day-of-month month day-of-week), or @hourly, @daily, ..."
+        )
+    if value.startswith("@"):
+        return value
+    for text, field in zip(value.split(" "), _CRON_FIELDS, strict=True):
+        for item in text.split(","):
+            body, _, step = item.partition("/")
+            if step and (not step.isdigit() or int(step) == 0):
+                raise ValueError(f"{value!r}: step {step!r} in the {field[0]} field")
+            if body == "*":
+                continue
+            first, _, last = body.partition("-")
+            a = _cron_value(first, field)
+            if last and _cron_value(last, field) < a:
+                raise ValueError(f"{value!r}: range {body!r} runs backwards")
+    return value
+
+
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -111,7 +159,7 @@ Quantity = Annotated[
     _pattern(_QUANTITY, "Kubernetes quantity (for example 500m, 2Gi)"),
     _schema(_QUANTITY.pattern),
 ]
-Cron = Annotated[str, _pattern(_CRON, "cron schedule"), _schema(_CRON.pattern)]
+Cron = Annotated[str, AfterValidator(_cron), _schema(_CRON.pattern)]
 Version = Annotated[
     str,
     _pattern(_VERSION, "version (letters, digits, '.', '_', '+', '-')"),
@@ -143,9 +191,9 @@ BitsPerSecond = Annotated[
     WithJsonSchema(
         {
             "type": "string",
-            "pattern": r"^[0-9]+(\.[0-9]+)?\s*(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P)?"
-            r"(bit/s|bps|b/s|B/s|Bps|byte/s)$",
-            "description": "bandwidth: b = bits, B = bytes (25Gbit/s, 25Gbps, 3GB/s)",
+            "pattern": units.BANDWIDTH_PATTERN,
+            "description": "bandwidth: b = bits, B = bytes (25Gbit/s, 25Gbps, 3GB/s); "
+            "at most 1 Pbit/s",
             "examples": ["25Gbit/s", "500Mbit/s"],
         }
     ),
@@ -153,12 +201,12 @@ BitsPerSecond = Annotated[
 Bytes = Annotated[
     int,
     BeforeValidator(units.parse_size),
-    PlainSerializer(lambda v: f"{v}B", return_type=str),
+    PlainSerializer(units.exact_size, return_type=str),
     WithJsonSchema(
         {
             "type": "string",
-            "pattern": r"^[0-9]+(\.[0-9]+)?\s*(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P)?(B|bytes?)$",
-            "description": "size in bytes (14GiB, 512MB, 2KiB)",
+            "pattern": units.SIZE_PATTERN,
+            "description": "size in bytes (14GiB, 512MB, 2KiB); at most 1 PiB",
             "examples": ["14GiB", "2KiB"],
         }
     ),
@@ -170,8 +218,8 @@ Millis = Annotated[
     WithJsonSchema(
         {
             "type": "string",
-            "pattern": r"^([0-9]+(ms|s|m|h|d))+$",
-            "description": "duration (300ms, 60s, 5m, 1h30m)",
+            "pattern": units.DURATION_PATTERN,
+            "description": "duration (300ms, 60s, 5m, 1h30m); at most a year",
             "examples": ["60s", "5m"],
         }
     ),
@@ -181,7 +229,12 @@ Ratio = Annotated[
     BeforeValidator(units.parse_ratio),
     PlainSerializer(lambda v: f"{float(v) * 100:g}%", return_type=str),
     WithJsonSchema(
-        {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?%$", "examples": ["50%", "2%"]}
+        {
+            "type": "string",
+            "pattern": units.PERCENT_PATTERN,
+            "description": "a share, above 0% and at most 100%",
+            "examples": ["50%", "2%"],
+        }
     ),
 ]
 
@@ -516,7 +569,9 @@ class StandbySpec(Model):
 
 
 def json_schema() -> dict[str, Any]:
-    schema = StandbySpec.model_json_schema(by_alias=True)
+    # Serialization mode writes every default the way a user writes it ("100Gbit/s"), so an
+    # editor never suggests a value standbyc refuses.
+    schema = StandbySpec.model_json_schema(by_alias=True, mode="serialization")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "StandbySpec"
     return schema

@@ -17,11 +17,38 @@ PREFIXES = {**DECIMAL, **BINARY}
 
 _NUMBER = r"(?P<num>[0-9]+(?:\.[0-9]+)?)"
 _PREFIX = r"(?P<prefix>Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P)?"
-_BANDWIDTH_RE = re.compile(rf"^{_NUMBER}\s*{_PREFIX}(?P<unit>bit/s|bps|b/s|B/s|Bps|byte/s)$")
-_SIZE_RE = re.compile(rf"^{_NUMBER}\s*{_PREFIX}(?P<unit>B|bytes?|bit|b)$")
+_BANDWIDTH_UNITS = r"(?P<unit>bit/s|bps|b/s|B/s|Bps|byte/s)"
+_SIZE_UNITS = r"(?P<unit>B|bytes?)"
+_SIZE_BIT_UNITS = r"(?P<unit>B|bytes?|bit|b)"  # parsed only to say that sizes are in bytes
+_BANDWIDTH = rf"{_NUMBER}\s*{_PREFIX}{_BANDWIDTH_UNITS}"
+_SIZE = rf"{_NUMBER}\s*{_PREFIX}{_SIZE_UNITS}"
+_DURATION = r"(?:[0-9]+(?:ms|s|m|h|d))+"
+_PERCENT = r"(?P<num>[0-9]+(?:\.[0-9]+)?)%"
+_BANDWIDTH_RE = re.compile(rf"^{_BANDWIDTH}$")
+_SIZE_RE = re.compile(rf"^{_NUMBER}\s*{_PREFIX}{_SIZE_BIT_UNITS}$")
 _DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h|d)")
-_DURATION_RE = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d))+$")
-_PERCENT_RE = re.compile(r"^(?P<num>[0-9]+(?:\.[0-9]+)?)%$")
+_DURATION_RE = re.compile(rf"^{_DURATION}$")
+_PERCENT_RE = re.compile(rf"^{_PERCENT}$")
+
+
+def _ecma(pattern: str) -> str:
+    """A JSON Schema pattern for what a parser below accepts: the same regex, without its
+    group names (which ECMA-262 and Python spell differently), and with the surrounding
+    whitespace the parsers strip."""
+    return "^\\s*" + re.sub(r"\(\?P<\w+>", "(", pattern) + "\\s*$"
+
+
+# The editor schema's patterns, from the very regexes the parsers use.
+BANDWIDTH_PATTERN = _ecma(_BANDWIDTH)
+SIZE_PATTERN = _ecma(_SIZE)
+DURATION_PATTERN = _ecma(_DURATION)
+PERCENT_PATTERN = _ecma(_PERCENT)
+
+# Upper bounds: far beyond any real deployment, low enough that every derived number
+# (test series, plan, summary) stays finite and exact.
+MAX_BANDWIDTH = 10**15  # 1 Pbit/s
+MAX_SIZE = 2**50  # 1 PiB
+MAX_DURATION_MS = 366 * 86_400_000  # a year
 
 DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -32,6 +59,11 @@ DURATION_HELP = "write a duration such as 300ms, 60s, 5m or 1h30m"
 
 class UnitError(ValueError):
     """A value with a missing or unknown unit; the message says what is accepted."""
+
+
+def _cut(text: str) -> str:
+    """A value as an error message quotes it: long ones shortened."""
+    return repr(text if len(text) <= 40 else text[:20] + "..." + text[-12:])
 
 
 def _scaled(num: str, prefix: str | None) -> Fraction:
@@ -52,6 +84,8 @@ def parse_bandwidth(text: object) -> int:
         raise UnitError(f"bandwidth {text!r} is not a whole number of bit/s")
     if value <= 0:
         raise UnitError(f"bandwidth {text!r} must be greater than zero")
+    if value > MAX_BANDWIDTH:
+        raise UnitError(f"bandwidth {_cut(text)} is over the maximum, 1 Pbit/s")
     return int(value)
 
 
@@ -69,6 +103,8 @@ def parse_size(text: object) -> int:
         raise UnitError(f"size {text!r} is not a whole number of bytes")
     if value <= 0:
         raise UnitError(f"size {text!r} must be greater than zero")
+    if value > MAX_SIZE:
+        raise UnitError(f"size {_cut(text)} is over the maximum, 1 PiB")
     return int(value)
 
 
@@ -79,9 +115,14 @@ def parse_duration(text: object) -> int:
     compact = text.strip()
     if not _DURATION_RE.match(compact):
         raise UnitError(f"cannot parse duration {text!r}; {DURATION_HELP}")
-    total = sum(int(n) * DURATION_MS[u] for n, u in _DURATION_PART.findall(compact))
+    parts = _DURATION_PART.findall(compact)
+    if any(len(n) > 12 for n, _ in parts):
+        raise UnitError(f"duration {_cut(compact)} is over the maximum, a year")
+    total = sum(int(n) * DURATION_MS[u] for n, u in parts)
     if total <= 0:
         raise UnitError(f"duration {text!r} must be greater than zero")
+    if total > MAX_DURATION_MS:
+        raise UnitError(f"duration {_cut(compact)} is over the maximum, a year")
     return total
 
 
@@ -99,6 +140,15 @@ def parse_ratio(text: object) -> Fraction:
 
 
 # --- formatting -------------------------------------------------------------
+
+
+def exact_size(value: int) -> str:
+    """A size as a user writes it, exactly: ``14GiB``, ``2KiB``, ``512B``."""
+    for suffix in ("PiB", "TiB", "GiB", "MiB", "KiB"):
+        factor = BINARY[suffix[:-1]]
+        if value % factor == 0:
+            return f"{value // factor}{suffix}"
+    return f"{value}B"
 
 
 def k8s_quantity(value: int) -> str:

@@ -83,13 +83,13 @@ def _scalar(value: Any) -> str:
     if isinstance(value, float):
         return _float(value)
     text = str(value)
-    return text if _is_plain(text) else _double_quoted(text)
+    return text if _is_plain(text) else double_quoted(text)
 
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
-def _double_quoted(text: str) -> str:
+def double_quoted(text: str) -> str:
     """A YAML double-quoted scalar in printable ASCII (YAML's own escapes, not JSON's:
     characters beyond the BMP are one \\U escape, not a surrogate pair)."""
     out = []

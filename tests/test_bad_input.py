@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -71,6 +75,30 @@ EXPECTED = {
         "characters; Kubernetes allows 63 for a ClusterPolicy, so shorten metadata.name "
         "(8 more objects are too long)"
     ),
+    "deep-nesting": "6:142: nested more than 32 levels deep; a spec is a few levels deep",
+    "merge-key": (
+        "4:3: metadata: YAML merge keys (<<) are not supported in a spec; write the value out"
+    ),
+    "custom-tag": (
+        "4:9: metadata.name: YAML tag !custom is not supported in a spec; write the value out"
+    ),
+    "python-tag": (
+        "4:9: metadata.name: YAML tag tag:yaml.org,2002:python/name:os.system is not "
+        "supported in a spec; write the value out"
+    ),
+    "huge-integer": (
+        "7:17: spec.model.generation: value is 5000 characters; at most 4096 are allowed"
+    ),
+    "huge-window": (
+        "9:15: spec.alerts.bandwidthHigh.window: duration '18446744073709551617m' is over the "
+        "maximum, a year"
+    ),
+    "huge-size": (
+        "7:11: spec.model.size: size '99999999999999999999...999999999GiB' is over the "
+        "maximum, 1 PiB"
+    ),
+    "control-character": "7:16: YAML error: control characters are not allowed (#x007f)",
+    "bad-cron": "9:17: spec.weightSync.trigger.schedule: '61' is not a minute (0-59)",
     "not-a-mapping": (
         "1:1: expected a mapping with apiVersion, kind, metadata and spec, got a list"
     ),
@@ -152,3 +180,21 @@ def test_unknown_option_is_a_usage_error() -> None:
     result = run_cli("compile", "--frobnicate")
     assert result.code == 2
     assert "unrecognized arguments: --frobnicate" in result.err
+
+
+def test_nesting_deep_enough_to_crash_a_parser_is_refused_at_once(tmp_path: Path) -> None:
+    """30,000 nested lists once exhausted the C stack (SIGSEGV after 14 s)."""
+    spec = tmp_path / "deep.yaml"
+    spec.write_text("apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: x}\n"
+                    "spec: " + "[" * 30000 + "]" * 30000 + "\n")  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "compiler", "compile", str(spec), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.endswith(
+        "4:38: nested more than 32 levels deep; a spec is a few levels deep\n"
+    )
+    assert time.monotonic() - started < 10

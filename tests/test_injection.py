@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from compiler import yamlio
 from tests.conftest import run_cli
 
 HOSTILE = [
@@ -21,6 +22,8 @@ HOSTILE = [
     "*alias &anchor !!python/object",
     "--- \n...",
     "{{ jinja }} {% raw %}",
+    "emoji \U0001f600 and a check mark \u2713",
+    "line\u2028separator and next\u0085line",
 ]
 
 SPEC = """\
@@ -39,7 +42,7 @@ spec:
 def test_free_text_stays_one_string(value: str, tmp_path: Path) -> None:
 
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC.format(value=json.dumps(value)))
+    spec.write_text(SPEC.format(value=yamlio.double_quoted(value)))
     result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
     assert result.code == 0, result.err
     files = sorted((tmp_path / "out" / "ns" / "engine").glob("*.yaml"))

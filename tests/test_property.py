@@ -91,3 +91,29 @@ def test_json_spec_is_yaml_too(tmp_path: Path) -> None:
     spec.write_text(json.dumps(BASE))
     result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
     assert result.code == 0, result.err
+
+
+@settings(deadline=None)
+@given(
+    depth=st.integers(min_value=1, max_value=400),
+    flow=st.booleans(),
+    number=st.integers(min_value=0, max_value=6000),
+    unit=st.sampled_from(["GiB", "Gbit/s", "m", "%", ""]),
+)
+def test_depth_and_size(depth: int, flow: bool, number: int, unit: str) -> None:
+    """Any nesting depth and any length of number: a located diagnostic or a compile."""
+    nested = ("[" * depth + "]" * depth) if flow else _block_list(depth)
+    big = "9" * number + unit
+    text = (
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: x}\nspec:\n"
+        f"  commonAnnotations: {{a: {json.dumps(big)}}}\n  model: {{size: {json.dumps(big)}}}\n"
+        f"  extra: {nested}\n"
+    )
+    _check(text)
+
+
+def _block_list(depth: int) -> str:
+    lines = [""]
+    for level in range(depth):
+        lines.append("  " * (level + 2) + "-")
+    return "\n".join(lines) + " x"

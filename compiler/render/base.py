@@ -23,7 +23,7 @@ from ruamel.yaml.error import YAMLError
 
 from compiler import kinds
 from compiler.errors import TemplateError
-from compiler.yamlio import parse_one
+from compiler.yamlio import double_quoted, parse_one
 
 
 def packaged_templates() -> Path:
@@ -34,13 +34,20 @@ def packaged_templates() -> Path:
 
 
 def quote(value: Any) -> str:
-    """Render a value as a YAML-safe JSON scalar or flow collection."""
+    """Render a value as a YAML-safe flow scalar or collection: strings double-quoted with
+    YAML's own escapes (so any Unicode string, an emoji included, reads back as itself),
+    numbers, booleans and null as JSON writes them."""
     if isinstance(value, jinja2.Undefined):
         str(value)  # StrictUndefined raises here, naming the missing variable
-    if isinstance(value, tuple):
-        value = list(value)
+    if isinstance(value, str):
+        return double_quoted(value)
+    if isinstance(value, dict):
+        parts = (f"{quote(str(k))}: {quote(v)}" for k, v in value.items())
+        return "{" + ", ".join(parts) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(quote(v) for v in value) + "]"
     try:
-        return json.dumps(value, ensure_ascii=True, sort_keys=False)
+        return json.dumps(value)
     except (TypeError, ValueError) as exc:
         raise jinja2.TemplateRuntimeError(f"cannot write this value as YAML: {exc}") from None
 
