@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import time
@@ -98,7 +99,7 @@ def apply(
             before = _identity(base)
             bm = build_manifest(base, hdr.chunk_size, progress)
             _check_base(base_path, bm, hdr)
-            dest = base_path if out is None else out
+            dest = _destination(base_path, out)
             stats = ApplyStats(delta_bytes=reader.size, target_bytes=hdr.target_size,
                                reread=reread)  # fmt: skip
             _check_space(dest, hdr.target_size)
@@ -153,6 +154,17 @@ def _identity(base: Checkpoint) -> list[_Identity]:
     return out
 
 
+def _destination(base: Path, out: Path | None) -> Path:
+    """Where the target goes: ``out``, or the base itself (through a symlink, to the file it
+    names: replacing the link would leave the real file old). Its directory must exist."""
+    dest = base.resolve() if out is None else out
+    if out is not None and out.is_symlink():
+        dest = out.resolve()
+    if not dest.parent.is_dir():
+        raise DeltaError(f"{dest}: the directory {dest.parent} does not exist")
+    return dest
+
+
 def _check_space(dest: Path, need: int) -> None:
     """Refuse before writing when the filesystem plainly cannot hold the target."""
     try:
@@ -189,13 +201,16 @@ def _write_target(job: _Job, dest: Path) -> None:
     if dest.is_dir() != hdr.sharded and dest.exists():
         kind = "a sharded directory" if hdr.sharded else "a single file"
         raise DeltaError(f"{dest}: the delta's target is {kind}; the output must be one too")
-    tmp = dest.with_name(f".{dest.name}.standbyc-tmp-{os.getpid()}")
+    remove_stale_temps(dest)
+    tmp = dest.with_name(f"{_tmp_prefix(dest)}{os.getpid()}")
     _remove(tmp)
+    lock = -1
     try:
         digest_files: list[tuple[str, bytes, list[bytes]]] = []
         index_hash = None
         if hdr.sharded:
             tmp.mkdir()
+            lock = _claim(tmp)
             if hdr.index is not None:
                 raw = job.dec.unzstd(reader.section(hdr.index.offset, hdr.index.length),
                                      hdr.index.size, f"{reader.path}: index")  # fmt: skip
@@ -209,6 +224,7 @@ def _write_target(job: _Job, dest: Path) -> None:
                 pos += n
             _fsync_dir(tmp, stats)
         else:
+            lock = _claim(tmp, create=True)
             digest_files.append(_write_file(job, hdr.files[0], first=0, path=tmp))
         got = checkpoint_digest(hdr.chunk_size, digest_files, index_hash)
         if got != hdr.target_digest:
@@ -224,6 +240,44 @@ def _write_target(job: _Job, dest: Path) -> None:
     except BaseException:
         _remove(tmp)
         raise
+    finally:
+        if lock >= 0:
+            os.close(lock)
+
+
+def _tmp_prefix(dest: Path) -> str:
+    return f".{dest.name}.standbyc-tmp-"
+
+
+def _claim(tmp: Path, *, create: bool = False) -> int:
+    """Hold a lock on our temp file (or directory) while we write it: a temp that nobody
+    holds belongs to an apply that was killed."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL if create else os.O_RDONLY
+    fd = os.open(tmp, flags, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def remove_stale_temps(dest: Path) -> list[Path]:
+    """Remove the temp files a killed apply left next to ``dest``; leave those a running
+    apply holds. Returns what was removed."""
+    removed: list[Path] = []
+    if not dest.parent.is_dir():
+        return removed
+    for path in dest.parent.glob(f"{_tmp_prefix(dest)}*"):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # another apply is writing it
+        finally:
+            os.close(fd)
+        _remove(path)
+        removed.append(path)
+    return removed
 
 
 def _reread(tmp: Path, hdr: DeltaHeader, where: Path, progress: Progress | None) -> None:
@@ -256,7 +310,7 @@ def _write_file(
     header_hash = h128(prefix)
     if header_hash != ft.header_hash:
         raise DeltaError(f"{where}: embedded safetensors header does not match its hash")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)  # ours: claimed, or in our dir
     out = _FileWriter(job, fd, where)
     try:
         out.write(prefix)

@@ -28,7 +28,13 @@ import xxhash
 from compiler.weights.encode import COPY, OPS, RAW, SPARSE
 from compiler.weights.errors import DeltaError
 from compiler.weights.manifest import MAX_CHUNK, MIN_CHUNK, WINDOW
-from compiler.weights.safetensors_io import DTYPE_WIDTH, HEADER_CAP, INDEX_CAP, MAX_RANK
+from compiler.weights.safetensors_io import (
+    DTYPE_WIDTH,
+    HEADER_CAP,
+    INDEX_CAP,
+    MAX_RANK,
+    open_regular,
+)
 
 MAGIC = b"SBYDELTA"
 VERSION = 1
@@ -229,10 +235,7 @@ class DeltaReader:
     def __init__(self, path: Path) -> None:
         self.path = path
         where = str(path)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError as exc:
-            raise DeltaError(f"{where}: cannot open delta: {exc.strerror}") from None
+        fd = open_regular(path, DeltaError, "delta")
         try:
             size = os.fstat(fd).st_size
             if size < PREAMBLE.size:

@@ -16,6 +16,7 @@ mean byte-identical files.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from compiler.weights.safetensors_io import (
     SafetensorsFile,
     TensorInfo,
     U8Array,
+    open_regular,
 )
 
 MIN_CHUNK = 1 << 12
@@ -205,9 +207,11 @@ def _int(value: object, where: str) -> int:
 def load_manifest(path: Path) -> Manifest:
     """Read and strictly validate a manifest; recompute its digest."""
     try:
-        if path.stat().st_size > MANIFEST_CAP:
-            raise WeightsError(f"{path}: manifest larger than {MANIFEST_CAP} bytes")
-        doc = json.loads(path.read_bytes())
+        fd = open_regular(path, WeightsError, "manifest")
+        with os.fdopen(fd, "rb") as f:
+            if os.fstat(fd).st_size > MANIFEST_CAP:
+                raise WeightsError(f"{path}: manifest larger than {MANIFEST_CAP} bytes")
+            doc = json.loads(f.read())
     except OSError as exc:
         raise WeightsError(f"{path}: cannot read manifest: {exc.strerror}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:

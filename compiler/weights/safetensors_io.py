@@ -14,6 +14,7 @@ import json
 import math
 import mmap
 import os
+import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from compiler.weights.errors import SafetensorsError
+from compiler.weights.errors import SafetensorsError, WeightsError
 
 # The safetensors spec caps the header at 100 MB.
 HEADER_CAP = 100_000_000
@@ -157,6 +158,19 @@ def _parse_entry(name: str, entry: object, where: str) -> TensorInfo:
     return TensorInfo(name, dtype, tuple(shape), offs[0], offs[1])
 
 
+def open_regular(path: Path, error: type[WeightsError], what: str) -> int:
+    """Open ``path`` for reading, refusing anything but a regular file (a FIFO would block
+    the open forever; O_NONBLOCK makes the open return so fstat can tell)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise error(f"{path}: cannot open {what}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise error(f"{path}: not a regular file; a {what} must be one")
+    return fd
+
+
 class SafetensorsFile:
     """An open, validated safetensors file mapped read-only."""
 
@@ -164,10 +178,7 @@ class SafetensorsFile:
         self.path = path
         self.name = name if name is not None else path.name
         where = str(path)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError as exc:
-            raise SafetensorsError(f"{where}: cannot open: {exc.strerror}") from None
+        fd = open_regular(path, SafetensorsError, "safetensors file")
         self._fd = -1
         try:
             size = os.fstat(fd).st_size

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.fsutil import exclusive
+from compiler.weights.apply import remove_stale_temps
 from compiler.weights.errors import WeightsError
 from compiler.weights.manifest import build_manifest
 from compiler.weights.safetensors_io import Checkpoint
@@ -33,7 +34,6 @@ from compiler.weights.sync.store import Index, Layout
 
 STATE_DIR = ".standbyc"
 STATE_FORMAT = "standbyc-sync-state"
-LIBRARY_TMP = ".standbyc-tmp-"  # the delta library's temp files next to a checkpoint
 
 
 @dataclass(frozen=True)
@@ -69,13 +69,7 @@ class Local:
         intermediate checkpoints, and the library's temp files next to the checkpoint.
         Partial downloads stay: the next download resumes them."""
         shutil.rmtree(self.work, ignore_errors=True)
-        where = self.checkpoint.parent
-        if where.is_dir():
-            for path in where.glob(f".{self.checkpoint.name}{LIBRARY_TMP}*"):
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
+        remove_stale_temps(self.checkpoint)
 
     def _signature(self) -> list[list[Any]]:
         out: list[list[Any]] = []
