@@ -18,7 +18,8 @@ from tests.conftest import REPO
 from tests.sync.conftest import Nginx, job_command, job_container, publish, sha256
 
 DOCKERFILE = (REPO / "Dockerfile").read_text()
-BUILD, FINAL = DOCKERFILE.split("\nFROM ")[1:]  # the build stage and the image
+STAGES = {s.split("\n", 1)[0].rsplit(" AS ", 1)[1]: s for s in DOCKERFILE.split("\nFROM ")[1:]}
+BUILD, FINAL = STAGES["build"], STAGES["sync"]
 # Installed by pyproject.toml for the compiler, never imported by `weights sync`.
 COMPILER_ONLY = ("pydantic", "jinja2", "ruamel", "jsonschema", "kubernetes_validate", "yaml")
 
@@ -50,6 +51,10 @@ def test_user_entrypoint_and_writable_paths_agree(compiled: Path) -> None:
     assert env["HOME"] in mounts
     target = container["args"][container["args"].index("--target") + 1]
     assert any(target.startswith(m + "/") for m in mounts)  # sync writes beside its target
+
+
+def test_the_jobs_image_is_the_default_target() -> None:
+    assert list(STAGES)[-1] == "sync"  # docker build . builds the last stage
 
 
 def test_default_image_is_the_one_the_dockerfile_builds() -> None:
