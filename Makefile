@@ -40,9 +40,11 @@ demo: tools
 test: tools lint $(TORCH_STAMP)
 	STANDBYC_REQUIRE_TORCH=1 $(PY) -m pytest
 
-## fuzz: the property tests with the large hypothesis profile (nightly)
+## fuzz: the property tests with the large hypothesis profile, and a kill at every step of a
+## compile (nightly)
 fuzz: tools $(TORCH_STAMP)
-	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest tests/test_property.py tests/test_yamlio.py tests/weights/test_fuzz.py
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest tests/test_property.py tests/test_yamlio.py \
+	  tests/weights/test_fuzz.py tests/test_compile_kills.py
 
 lint: install
 	$(BIN)/ruff check compiler tests bench
