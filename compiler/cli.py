@@ -39,6 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A file name that is not UTF-8 must not turn into an encoding error on the way out.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
     parser = build_parser()
     raw = list(sys.argv[1:] if argv is None else argv)
     try:

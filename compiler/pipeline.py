@@ -45,6 +45,8 @@ def discover(paths: Sequence[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise UsageError(f"{path}: cannot read this directory (permission denied)")
             found.extend(
                 sorted(p for p in path.rglob("*") if p.suffix in SPEC_SUFFIXES and p.is_file())
             )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from compiler import yamlio
+from compiler import decorate, yamlio
 from tests.conftest import run_cli
 
 HOSTILE = [
@@ -101,3 +101,21 @@ def test_a_spec_file_name_cannot_inject_a_document(name: str, tmp_path: Path) ->
     assert "Secret" not in kinds
     assert all(len(list(yaml.load_all(f.read_bytes()))) == 1 for f in files)
     assert run_cli("check", str(tmp_path / "specs"), "--out", str(tmp_path / "out")).code == 0
+
+
+def test_a_file_that_does_not_read_back_as_its_object_is_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end check: if any channel ever injected a document, nothing is written."""
+    real = decorate.yamlio.document
+
+    def injected(obj: object, source: str) -> str:
+        return real(obj, source) + "---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.format(value="ok"))
+    monkeypatch.setattr(decorate.yamlio, "document", injected)
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 3
+    assert "emitted text reads back as 2 document(s)" in result.err
+    assert not (tmp_path / "out").exists()
