@@ -58,6 +58,14 @@ class Result:
     compile_seconds: float = 0.0
     write_seconds: float = 0.0  # staging, gate and swap
     strict: bool = False  # a missed failover objective is a failure (nothing written)
+    skipped: tuple[str, ...] = ()  # files in spec directories that are not specs
+
+    @property
+    def warnings(self) -> list[str]:
+        """Things the user should know that did not stop the compile."""
+        out = [f"{path}: skipped, not a {pipeline.SPEC_KIND}" for path in self.skipped]
+        out += [str(w) for one in self.specs for w in one.warnings]
+        return out
 
     @property
     def missed(self) -> list[str]:
@@ -119,7 +127,9 @@ def compile_tree(
     """
     roots = list(paths) or [DEFAULT_SPECS]
     out = outdir.check_target(out, roots)
-    specs = pipeline.discover(roots)
+    discovery = pipeline.discover_specs(roots)
+    specs = discovery.specs
+    skipped = tuple(f"{path} (kind: {kind})" for path, kind in discovery.skipped)
     renderer = Renderer(templates)
     run = _Run()
 
@@ -160,7 +170,7 @@ def compile_tree(
         else:
             build(outdir.read(out))
     except SpecError as exc:
-        return Result(out, diagnostics=exc.diagnostics)
+        return Result(out, diagnostics=exc.diagnostics, skipped=skipped)
     except _Rejected:
         pass
     return Result(
@@ -174,6 +184,7 @@ def compile_tree(
         compile_seconds=run.compile_seconds,
         write_seconds=time.perf_counter() - t0 - run.compile_seconds,
         strict=run.strict,
+        skipped=skipped,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import traceback
@@ -26,7 +27,14 @@ class _UsageExit(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="standbyc", description=__doc__)
+    parser = _Parser(
+        prog="standbyc",
+        description="Compile standby specs (a model served by hot, warm and cold standby "
+        "tiers, and the network they share) into validated Kubernetes objects in out/, and "
+        "move model weights to the standbys by sending only what changed.",
+        epilog="Exit codes: 0 ok; 1 a check or validation said no; 2 bad input or usage; "
+        "3 a bug in standbyc; 4 (weights sync) the store did not answer.",
+    )
     parser.add_argument("--version", action="version", version=f"standbyc {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for every error")
     sub: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
@@ -57,6 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _dispatch(args)
 
 
+def _error_document(exc: StandbycError) -> dict[str, object]:
+    diagnostics = getattr(exc, "diagnostics", ())
+    return {
+        "ok": False,
+        "exitCode": exc.exit_code,
+        "error": exc.render(),
+        "diagnostics": [d.to_json() for d in diagnostics],
+    }
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the command; the one place where outcomes become exit codes."""
     try:
@@ -65,6 +83,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"standbyc: {exc.render()}", file=sys.stderr)
+        if getattr(args, "format", "text") == "json":
+            # Machines get one JSON document on stdout whatever the outcome.
+            json.dump(_error_document(exc), sys.stdout, indent=2, sort_keys=True)
+            sys.stdout.write("\n")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -28,6 +28,7 @@ SHARED_SOURCE = "standbyc (shared by all specs)"
 CRD_DIR = "crds"
 KUSTOMIZATION = "kustomization.yaml"
 SPEC_SUFFIXES = (".yaml", ".yml")
+SPEC_KIND = "StandbySpec"
 
 
 @dataclass(frozen=True)
@@ -38,18 +39,48 @@ class CompiledSpec:
     objects: list[Emitted]
     name_location: Location
     header_source: str  # the spec as each file's header names it
+    warnings: tuple[Diagnostic, ...] = ()
 
 
-def discover(paths: Sequence[Path]) -> list[Path]:
-    """Spec files named on the command line, or found (recursively) in named directories."""
+_KIND_LINE = re.compile(rb"^kind:[ \t]*['\"]?([A-Za-z0-9]+)", re.MULTILINE)
+
+
+def declared_kind(path: Path) -> str | None:
+    """The top-level ``kind:`` a YAML file declares, read as text (None: none, or unreadable)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return None
+    match = _KIND_LINE.search(head)
+    return match.group(1).decode() if match else None
+
+
+@dataclass(frozen=True)
+class Discovery:
+    specs: list[Path]
+    skipped: list[tuple[Path, str]]  # YAML files in spec directories that are not specs
+
+
+def discover_specs(paths: Sequence[Path]) -> Discovery:
+    """Spec files named on the command line, or found (recursively) in named directories.
+
+    In a directory, a YAML file that declares another kind (a kustomization.yaml, say) is
+    skipped, and said so; a named file is always compiled."""
     found: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
     for path in paths:
         if path.is_dir():
             if not os.access(path, os.R_OK | os.X_OK):
                 raise UsageError(f"{path}: cannot read this directory (permission denied)")
-            found.extend(
-                sorted(p for p in path.rglob("*") if p.suffix in SPEC_SUFFIXES and p.is_file())
-            )
+            for p in sorted(path.rglob("*")):
+                if p.suffix not in SPEC_SUFFIXES or not p.is_file():
+                    continue
+                kind = declared_kind(p)
+                if kind is None or kind == SPEC_KIND:
+                    found.append(p)
+                else:
+                    skipped.append((p, kind))
         elif path.is_file():
             found.append(path)
         elif path.exists():
@@ -61,7 +92,11 @@ def discover(paths: Sequence[Path]) -> list[Path]:
     unique: dict[Path, Path] = {}
     for p in found:
         unique.setdefault(p.resolve(), p)
-    return list(unique.values())
+    return Discovery(list(unique.values()), skipped)
+
+
+def discover(paths: Sequence[Path]) -> list[Path]:
+    return discover_specs(paths).specs
 
 
 def order(items: Iterable[Emitted]) -> list[Emitted]:
@@ -104,7 +139,16 @@ def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
     files[f"{directory}/{KUSTOMIZATION}"] = serialize(
         kustomization(listed), source, f"{directory}/{KUSTOMIZATION}"
     )
-    return CompiledSpec(plan, directory, files, emitted, name_location, source)
+    warnings: list[Diagnostic] = []
+    metadata = loaded.data.get("metadata")
+    if isinstance(metadata, dict) and "namespace" not in metadata:
+        warnings.append(
+            Diagnostic(
+                loaded.positions.locate(loaded.source, ("metadata",)),
+                "metadata.namespace is not set, so the objects go to the namespace default",
+            )
+        )
+    return CompiledSpec(plan, directory, files, emitted, name_location, source, tuple(warnings))
 
 
 def compile_specs(paths: Sequence[Path], renderer: Renderer, root: Path) -> list[CompiledSpec]:

@@ -17,22 +17,38 @@ from pathlib import Path
 
 from compiler.errors import ToolFailed, ToolMissing
 
+_VALIDATOR_HINT = (
+    "standbyc tools install  (builds the pinned validators with Go, into {dir}); "
+    "or skip validation with: standbyc compile --no-validate"
+)
 INSTALL_HINTS: dict[str, str] = {
-    "kubeconform": "make tools  (go install github.com/yannh/kubeconform/cmd/kubeconform@v0.7.0)",
-    "promtool": "make tools  (Prometheus promtool; see README 'Validators')",
-    "pint": "make tools  (go install github.com/cloudflare/pint/cmd/pint@v0.87.0)",
+    "kubeconform": _VALIDATOR_HINT,
+    "promtool": _VALIDATOR_HINT,
+    "pint": _VALIDATOR_HINT,
+    "pushgateway": "standbyc tools install --test-servers",
+    "versitygw": "standbyc tools install --test-servers",
     "rsync": "apt-get install rsync",
-    "go": "install Go >= 1.24 (https://go.dev/doc/install); needed only at setup time",
+    "go": "install Go >= 1.24 (https://go.dev/dl, or apt-get install golang-go); needed only "
+    "to install the validators",
 }
 
 
+def user_bin_dir() -> Path:
+    """Where ``standbyc tools install`` puts tools by default."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "standbyc" / "bin"
+
+
 def search_dirs() -> list[Path]:
+    """``$STANDBYC_TOOLS_DIR``, a checkout's ``.tools/bin`` (make tools), the working
+    directory's ``.tools/bin``, then the user cache (standbyc tools install)."""
     dirs: list[Path] = []
     env_dir = os.environ.get("STANDBYC_TOOLS_DIR")
     if env_dir:
         dirs.append(Path(env_dir))
     dirs.append(Path(__file__).resolve().parent.parent / ".tools" / "bin")
     dirs.append(Path.cwd() / ".tools" / "bin")
+    dirs.append(user_bin_dir())
     return dirs
 
 
@@ -45,11 +61,14 @@ def find(name: str) -> Path | None:
     return Path(found) if found else None
 
 
+def install_hint(name: str) -> str:
+    return INSTALL_HINTS.get(name, f"install {name}").format(dir=user_bin_dir())
+
+
 def require(name: str) -> Path:
     path = find(name)
     if path is None:
-        hint = INSTALL_HINTS.get(name, f"install {name}")
-        raise ToolMissing(f"{name} is not installed; install it with: {hint}")
+        raise ToolMissing(f"{name} is not installed; install it with: {install_hint(name)}")
     return path
 
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from compiler import pipeline
+from compiler.cli import build_parser
 from tests.conftest import run_cli
 
 
@@ -66,3 +71,77 @@ def test_compile_text_summary(workdir: Path) -> None:
     assert result.code == 0
     assert "inference-system/inference-engine  <- specs/inference-engine.yaml" in result.out
     assert "health checks: 1 prober x 6 targets / 10s = 0.6 probes/s" in result.out
+
+
+def test_every_option_has_help_text() -> None:
+    missing: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{prefix} {name}")
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                missing.append(f"{prefix} {action.option_strings or action.dest}")
+
+    walk(build_parser(), "standbyc")
+    assert missing == []
+
+
+def test_top_level_help_speaks_to_users() -> None:
+    result = run_cli("--help")
+    assert result.code == 0
+    assert "Compile standby specs" in result.out and "Exit codes:" in result.out
+    assert "dispatch" not in result.out
+
+
+def test_other_yaml_in_the_specs_directory_is_skipped_and_said(tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "engine.yaml").write_text(
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: e, namespace: n}\n"
+    )
+    (specs / "kustomization.yaml").write_text("kind: Kustomization\nresources: [engine.yaml]\n")
+    result = run_cli("compile", str(specs), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0
+    assert result.err == (
+        f"standbyc: warning: {specs}/kustomization.yaml (kind: Kustomization): skipped, "
+        "not a StandbySpec\n"
+    )
+
+
+def test_a_spec_without_a_namespace_is_warned_about(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata:\n  name: e\n")
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0
+    assert result.err == (
+        f"standbyc: warning: {spec}:4:3: metadata: metadata.namespace is not set, so the "
+        "objects go to the namespace default\n"
+    )
+
+
+def test_json_on_failure_is_one_document(tmp_path: Path) -> None:
+    result = run_cli("weights", "verify", str(tmp_path / "missing"), "--manifest",
+                     str(tmp_path / "m.json"), "--format", "json")  # fmt: skip
+    assert result.code == 2
+    doc = json.loads(result.out)
+    assert doc["ok"] is False and doc["exitCode"] == 2
+    assert doc["error"].endswith("m.json: cannot open manifest: No such file or directory")
+
+
+def test_a_reader_that_goes_away_keeps_the_exit_code(tmp_path: Path) -> None:
+    """`standbyc compile | head -1`: exit 0 and no message, as the compile succeeded."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "s.yaml").write_text(
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: e, namespace: n}\n"
+    )
+    proc = subprocess.run(
+        f"{sys.executable} -m compiler compile --no-validate | head -1; "
+        "echo ${PIPESTATUS[0]} >&2",
+        shell=True, executable="/bin/bash", cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        check=False,
+    )  # fmt: skip
+    assert proc.stdout.startswith("wrote out/")
+    assert proc.stderr.strip() == "0"

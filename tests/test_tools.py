@@ -26,7 +26,9 @@ def test_missing_tool_names_the_install_command(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(tools, "search_dirs", list)
     with pytest.raises(
-        ToolMissing, match=r"kubeconform is not installed; install it with: make tools"
+        ToolMissing,
+        match=r"kubeconform is not installed; install it with: standbyc tools install .*"
+        r"--no-validate",
     ):
         tools.require("kubeconform")
 

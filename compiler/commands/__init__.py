@@ -16,6 +16,7 @@ from compiler.commands import (
     plan,
     schema,
     schemas,
+    tools_cmd,
     validate,
     weights,
 )
@@ -32,4 +33,5 @@ COMMANDS: dict[str, Register] = {
     "doctor": doctor.register,
     "weights": weights.register,
     "argocd": argocd.register,
+    "tools": tools_cmd.register,
 }

@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 SKIP_DIRS = {".git", "out", "node_modules", ".venv"}
-_SPEC_KIND = re.compile(rb"^kind:\s*StandbySpec\s*$", re.MULTILINE)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,18 +39,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def find_specs(root: Path) -> list[Path]:
+    from compiler.pipeline import SPEC_KIND, declared_kind
+
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
         for name in sorted(filenames):
-            if name.endswith((".yaml", ".yml")):
-                path = Path(dirpath) / name
-                try:
-                    head = path.read_bytes()[: 1 << 20]
-                except OSError:
-                    continue
-                if _SPEC_KIND.search(head):
-                    found.append(path.relative_to(root))
+            path = Path(dirpath) / name
+            if name.endswith((".yaml", ".yml")) and declared_kind(path) == SPEC_KIND:
+                found.append(path.relative_to(root))
     return found
 
 

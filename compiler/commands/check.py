@@ -102,7 +102,8 @@ class CheckOutcome:
         if r.diagnostics:
             return "\n".join(str(d) for d in r.diagnostics)
         if stale := r.changes.paths:
-            return f"{r.out}/ is stale ({len(stale)} files differ); run: standbyc compile"
+            files = "1 file differs" if len(stale) == 1 else f"{len(stale)} files differ"
+            return f"{r.out}/ is stale ({files}); run: standbyc compile"
         return ""
 
 

@@ -109,6 +109,7 @@ class CompileOutcome:
             "diagnostics": [d.to_json() for d in r.diagnostics],
             "validation": json.loads(r.report.to_json()) if r.report else None,
             "objectivesMissed": r.missed,
+            "warnings": r.warnings,
         }
 
     def text(self) -> str:
@@ -129,15 +130,16 @@ class CompileOutcome:
 
     def problem(self) -> str:
         r = self.result
+        warnings = [f"warning: {w}" for w in r.warnings]
         if r.diagnostics:
-            return "\n".join(str(d) for d in r.diagnostics)
+            return "\n".join([*(str(d) for d in r.diagnostics), *warnings])
         if r.report is not None and not r.report.ok:
             return f"validation failed; {r.out}/ was left unchanged\n{r.report.summary_text()}"
         if r.missed:
             what = "error" if r.strict else "warning"
             tail = f"; {r.out}/ was left unchanged" if r.strict else ""
-            return "\n".join(f"{what}: {m}" for m in r.missed) + tail
-        return ""
+            return "\n".join([*warnings, *(f"{what}: {m}" for m in r.missed)]) + tail
+        return "\n".join(warnings)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from pathlib import Path
 from compiler.output import add_format_option
 from compiler.weights import DEFAULT_CHUNK
 
+CHUNK_HELP = "bytes per hashed chunk, a power of two (default 1 MiB)"
+
 
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
@@ -30,30 +32,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     wsub.required = True
 
     m = wsub.add_parser("manifest", help="hash a checkpoint (file or sharded directory)")
-    m.add_argument("path", type=Path, metavar="FILE|DIR")
+    m.add_argument(
+        "path", type=Path, metavar="FILE|DIR", help="a checkpoint: a file or a directory"
+    )
     m.add_argument("-o", "--output", type=Path, help="write the manifest here (default stdout)")
-    m.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK)
+    m.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help=CHUNK_HELP)
     add_format_option(m)
     m.set_defaults(func=_lazy("cmd_manifest"))
 
     d = wsub.add_parser("diff", help="write a delta from OLD (or its manifest) to NEW")
-    d.add_argument("paths", type=Path, nargs="+", metavar="OLD NEW")
-    d.add_argument("-o", "--output", type=Path, required=True, metavar="DELTA")
+    d.add_argument(
+        "paths", type=Path, nargs="+", metavar="OLD NEW", help="the two checkpoints (or NEW alone)"
+    )
+    d.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="DELTA", help="the delta to write"
+    )
     d.add_argument(
         "--base-manifest",
         type=Path,
         metavar="M.json",
         help="diff against the standby's manifest instead of OLD's bytes",
     )
-    d.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK)
+    d.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help=CHUNK_HELP)
     add_format_option(d)
     d.set_defaults(func=_lazy("cmd_diff"))
 
     a = wsub.add_parser("apply", help="rebuild NEW from BASE and a delta, verified")
-    a.add_argument("base", type=Path, metavar="BASE")
-    a.add_argument("delta", type=Path, metavar="DELTA")
+    a.add_argument("base", type=Path, metavar="BASE", help="the checkpoint the delta is for")
+    a.add_argument("delta", type=Path, metavar="DELTA", help="the delta")
     where = a.add_mutually_exclusive_group(required=True)
-    where.add_argument("-o", "--output", type=Path, metavar="OUT")
+    where.add_argument("-o", "--output", type=Path, metavar="OUT", help="write the result here")
     where.add_argument("--in-place", action="store_true", help="replace BASE atomically")
     a.add_argument(
         "--reread",
@@ -73,7 +81,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     pub.add_argument("path", type=Path, metavar="NEW", help="checkpoint: a file or a directory")
     pub.add_argument("--to", type=Path, required=True, metavar="STORE", help="store directory")
-    pub.add_argument("--generation", type=int, required=True, metavar="G")
+    pub.add_argument(
+        "--generation", type=int, required=True, metavar="G", help="its generation number"
+    )
     pub.add_argument(
         "--anchor-every",
         type=int,
@@ -84,7 +94,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pub.add_argument(
         "--keep", type=int, default=20, metavar="N", help="generations to keep (default 20)"
     )
-    pub.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK)
+    pub.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help=CHUNK_HELP)
     add_format_option(pub)
     pub.set_defaults(func=_lazy("cmd_publish"))
 
@@ -97,7 +107,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "every retry.",
     )
     s.add_argument("--source", required=True, metavar="URL", help="the store's base URL")
-    s.add_argument("--generation", type=int, required=True, metavar="G")
+    s.add_argument(
+        "--generation", type=int, required=True, metavar="G", help="the generation to hold"
+    )
     s.add_argument(
         "--target",
         type=Path,
@@ -122,7 +134,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.set_defaults(func=_lazy("cmd_sync"))
 
     v = wsub.add_parser("verify", help="check a checkpoint against a manifest")
-    v.add_argument("path", type=Path, metavar="FILE|DIR")
-    v.add_argument("--manifest", type=Path, required=True, metavar="M.json")
+    v.add_argument(
+        "path", type=Path, metavar="FILE|DIR", help="a checkpoint: a file or a directory"
+    )
+    v.add_argument(
+        "--manifest",
+        type=Path,
+        required=True,
+        metavar="M.json",
+        help="the manifest to check against",
+    )
     add_format_option(v)
     v.set_defaults(func=_lazy("cmd_verify"))

@@ -295,5 +295,5 @@ def _check_then_lint(
 
 def _pint_status(have_pint: bool, sources: Sequence[promtool.RuleSource]) -> str:
     if not have_pint:
-        return f"not installed, skipped (install: {tools.INSTALL_HINTS['pint']})"
+        return f"not installed, skipped (install: {tools.install_hint('pint')})"
     return f"ran offline on {len(sources)} PrometheusRules" if sources else "no PrometheusRules"

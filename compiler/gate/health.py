@@ -48,7 +48,7 @@ def tool_status(name: str, pins: pinfile.Pins) -> ToolStatus:
     required = name in _REQUIRED
     if path is None:
         why = "required" if required else "optional"
-        hint = tools.INSTALL_HINTS.get(name, "")
+        hint = tools.install_hint(name)
         return ToolStatus(name, required, None, None, pinned, f"MISSING ({why}); install: {hint}")
     version = _version(name)
     if pinned and version and version != pinned:

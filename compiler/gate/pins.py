@@ -18,8 +18,21 @@ class ToolPin:
     package: str
     version: str
     sum: str
+    ldflags: str = ""  # with {version} and {release}: what the release build sets
     release: str | None = None
     fallback_apt: str | None = None
+
+    @property
+    def stamp(self) -> str:
+        return f"{self.module}@{self.version}"
+
+    @property
+    def path(self) -> str:
+        """What ``go install`` takes: ``./cmd/x`` -> ``MODULE/cmd/x``; ``.`` -> ``MODULE``."""
+        return self.module + self.package.removeprefix(".")
+
+    def go_ldflags(self) -> str:
+        return self.ldflags.format(version=self.version, release=self.release or self.version)
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,8 @@ class CrdSource:
 @dataclass(frozen=True)
 class Pins:
     tools: dict[str, ToolPin]
+    test_tools: dict[str, ToolPin]  # servers the tests run (not needed to use standbyc)
+    test_servers_apt: tuple[str, ...]
     kubernetes_validate_version: str
     kube_available: tuple[str, ...]
     kube_default_matrix: tuple[str, ...]
@@ -68,6 +83,8 @@ def load() -> Pins:
     )
     return Pins(
         tools=tools,
+        test_tools={n: ToolPin(name=n, **s) for n, s in data["test_tools"].items()},
+        test_servers_apt=tuple(data["test_servers_apt"]),
         kubernetes_validate_version=kube["version"],
         kube_available=tuple(kube["available"]),
         kube_default_matrix=tuple(kube["default_matrix"]),

@@ -70,6 +70,11 @@ def lint(sources: Sequence[RuleSource], tmp: Path) -> Outcome:
         pointer = _rule_lines(tmp / src.plain_file).pointer(int(lines[0]))
         severity = ERROR if str(problem.get("severity", "")).lower() in _FAILING else WARNING
         text = f"{problem.get('problem', '')} ({problem.get('reporter', '')})"
+        if len(lines) > 1 or lines[0]:
+            span = f"{min(lines)}-{max(lines)}" if len(lines) > 1 else str(lines[0])
+            text += f"; lines {span} of the rules file"
+        if details := str(problem.get("details") or "").strip():
+            text += f"\n{details}"  # pint's own explanation, whole
         findings.append(
             Finding(src.display_file, "PrometheusRule", src.name, pointer, text, "pint", severity)
         )

@@ -18,13 +18,14 @@ cache.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -145,7 +146,13 @@ def build_kubernetes(dest: Path, version: str) -> int:
         name: set(_REF.findall(json.dumps(body, separators=(",", ":"))))
         for name, body in definitions.items()
     }
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    with _building(dest) as tmp:
+        return _write_kubernetes(tmp, src, definitions, deps)
+
+
+def _write_kubernetes(
+    tmp: Path, src: Path, definitions: dict[str, Any], deps: dict[str, set[str]]
+) -> int:
     count = 0
     for path in sorted(src.glob("*.json")):
         if path.name == "_definitions.json":
@@ -173,7 +180,6 @@ def build_kubernetes(dest: Path, version: str) -> int:
             }
         (tmp / path.name).write_text(json.dumps(standalone, separators=(",", ":")))
         count += 1
-    _replace_dir(tmp, dest)
     return count
 
 
@@ -199,11 +205,13 @@ def module_dir(module: str, version: str, *, allow_network: bool) -> Path:
                 cwd=Path(cwd),
                 env=_go_env(allow_network),
             )
-        except ToolMissing as exc:
+        except ToolMissing:
             raise SchemasMissing(
-                f"cannot read {module}@{version}: Go is not installed ({exc}); run {BUILD_HINT} "
-                "on a machine with Go"
-            ) from exc
+                f"cannot read {module}@{version}: the go command is missing; it fetches the "
+                "pinned CRD sources from the Go module proxy. Install Go >= 1.24 "
+                "(https://go.dev/dl, or apt-get install golang-go) and run it again, or point "
+                "STANDBYC_SCHEMA_DIR at a schema directory built elsewhere"
+            ) from None
     info: dict[str, Any] = json.loads(result.stdout or "{}")
     if result.returncode != 0 or "Dir" not in info:
         raise SchemasMissing(
@@ -237,7 +245,13 @@ def crd_source_text(source: pinfile.CrdSource, *, allow_network: bool) -> str:
 def build_crds(
     dest: Path, sources: Iterable[pinfile.CrdSource], *, allow_network: bool
 ) -> list[str]:
-    tmp = Path(tempfile.mkdtemp(prefix=".crds.", dir=dest.parent))
+    with _building(dest) as tmp:
+        return _write_crds(tmp, sources, allow_network=allow_network)
+
+
+def _write_crds(
+    tmp: Path, sources: Iterable[pinfile.CrdSource], *, allow_network: bool
+) -> list[str]:
     written: list[str] = []
     for source in sources:
         wanted = set(source.kinds)
@@ -253,7 +267,6 @@ def build_crds(
                 written.append(item.filename)
         if missing := wanted - found:
             raise SchemasMissing(f"{source.label} defines no CRD for {sorted(missing)}")
-    _replace_dir(tmp, dest)
     return sorted(written)
 
 
@@ -342,6 +355,20 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
             f"run: {BUILD_HINT}"
         ) from exc
     return sd
+
+
+@contextlib.contextmanager
+def _building(dest: Path) -> Iterator[Path]:
+    """A temp directory next to ``dest``, swapped in when the build succeeds and removed
+    when it fails (a failed build leaves nothing in the cache)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _replace_dir(tmp, dest)
 
 
 def _replace_dir(tmp: Path, dest: Path) -> None:

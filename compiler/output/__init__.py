@@ -7,6 +7,8 @@ Adding a format means adding one module with ``write(outcome, out, err)`` and a 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,6 +73,12 @@ def add_format_option(parser: argparse.ArgumentParser) -> None:
 
 
 def emit(outcome: Outcome, fmt: str) -> int:
-    """Print ``outcome`` in ``fmt``; return its exit code."""
-    FORMATS[fmt](outcome, sys.stdout, sys.stderr)
+    """Print ``outcome`` in ``fmt``; return its exit code, even when the reader of stdout
+    went away (``standbyc compile | head -1``): the command itself did what it said."""
+    try:
+        FORMATS[fmt](outcome, sys.stdout, sys.stderr)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return outcome.exit_code

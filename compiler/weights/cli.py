@@ -83,14 +83,22 @@ def cmd_diff(args: argparse.Namespace) -> int:
         stats = diff(new, args.output, old_path=old, base_manifest=base,
                      chunk=args.chunk_size, progress=prog)  # fmt: skip
     doc = stats.to_json() | {"delta": str(args.output)}
+    chunks = {CHUNK_OPS.get(op, op): n for op, n in stats.chunks.items()}
     _emit(
         args,
         doc,
         f"{args.output}: {stats.delta_bytes} bytes = {100 * doc['ratio']:.2f}% of "
-        f"{stats.target_bytes}; tensors {dict(stats.tensors)}; chunks {dict(stats.chunks)}; "
+        f"{stats.target_bytes}; tensors: {_counts(stats.tensors)}; chunks: {_counts(chunks)}; "
         f"{stats.seconds:.2f} s ({doc['gb_per_s']:.2f} GB/s)",
     )
     return 0
+
+
+CHUNK_OPS = {"c": "copied", "s": "sparse", "x": "xor", "r": "raw", "rz": "raw (zstd)"}
+
+
+def _counts(counter: dict[str, int]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counter.items())) or "none"
 
 
 def cmd_apply(args: argparse.Namespace) -> int:

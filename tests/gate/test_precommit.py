@@ -143,3 +143,29 @@ def test_check_hook_passes_when_fresh_and_fails_when_stale(
     assert "Failed" in stale.stdout
     assert "+      bandwidth: 20G" in stale.stdout
     assert "out/ is stale" in stale.stdout
+
+
+def test_the_readme_snippet_works_from_a_separate_repository(
+    tmp_path: Path, validators: Path
+) -> None:
+    """The README's .pre-commit-config.yaml, as written (only the repository's address is
+    this snapshot), in a GitOps repository of its own: `pre-commit run --all-files`."""
+    readme = (REPO / "README.md").read_text()
+    snippet = readme.split("# .pre-commit-config.yaml\n", 1)[1].split("```", 1)[0]
+    hook_repo = _snapshot_hook_repo(tmp_path / "standbyc")
+    _git(hook_repo, "tag", "v0.1.0")  # the release the snippet names
+    consumer = tmp_path / "gitops"
+    shutil.copytree(REPO / "specs", consumer / "specs")
+    shutil.copytree(REPO / "out", consumer / "out")
+    url = snippet.split("repo: ", 1)[1].split()[0]
+    (consumer / ".pre-commit-config.yaml").write_text(snippet.replace(url, str(hook_repo)))
+    _git(consumer, "init", "-q", "-b", "main")
+    _git(consumer, "add", "-A")
+    _git(consumer, "commit", "-qm", "specs and out")
+    pre_commit = Path(sys.executable).with_name("pre-commit")
+    env = {**os.environ, "STANDBYC_TOOLS_DIR": str(REPO / ".tools" / "bin"),
+           "STANDBYC_SCHEMA_DIR": str(validators)}  # fmt: skip
+    proc = subprocess.run([str(pre_commit), "run", "--all-files"], cwd=consumer, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("Passed") == 2

@@ -35,9 +35,13 @@ def test_pint_reports_the_same_broken_rule(validators: Path, need: Callable[...,
     need("pint")
     report = run_gate(FIXTURES / "broken" / "bad-promql", schema_dir=validators, display_root="out")
     linted = [f for f in report.errors if f.tool == "pint"]
-    assert [(f.pointer, f.message) for f in linted] == [
-        ("/spec/groups/0/rules/1", "PromQL syntax error (promql/syntax)")
+    assert [(f.pointer, f.message.splitlines()[0]) for f in linted] == [
+        (
+            "/spec/groups/0/rules/1",
+            "PromQL syntax error (promql/syntax); lines 8-9 of the rules file",
+        )
     ]
+    assert "PromQL documentation" in linted[0].message  # pint's own explanation, kept whole
 
 
 def test_threshold_off_by_8_fails_the_unit_test(validators: Path) -> None:
