@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from compiler import units
+from compiler import alerts, units
 from compiler.errors import Diagnostic, Location, SpecError
 from compiler.load import LoadedSpec, PathKey, dotted_path
 from compiler.spec import StandbySpec
@@ -172,35 +172,7 @@ def _keepalive(spec: StandbySpec) -> list[Problem]:
 
 
 def _alert_timing(spec: StandbySpec) -> list[Problem]:
-    a = spec.spec.alerts
-    out: list[Problem] = []
-    for key, alert in (
-        ("bandwidthHigh", a.bandwidth_high),
-        ("failoverSpike", a.failover_spike),
-        ("hotReplicasLow", a.hot_replicas_low),
-        ("weightSyncFailed", a.weight_sync_failed),
-        ("weightsBehind", a.weights_behind),
-        ("weightsUnreported", a.weights_unreported),
-    ):
-        if alert.for_ < a.evaluation_interval:
-            out.append(
-                (
-                    ("spec", "alerts", key, "for"),
-                    f"for {units.prom_duration(alert.for_)} is shorter than the rule evaluation "
-                    f"interval {units.prom_duration(a.evaluation_interval)}",
-                )
-            )
-    for key, rate in (("bandwidthHigh", a.bandwidth_high), ("failoverSpike", a.failover_spike)):
-        if rate.window < 2 * a.scrape_interval:
-            out.append(
-                (
-                    ("spec", "alerts", key, "window"),
-                    f"rate window {units.prom_duration(rate.window)} holds fewer than two scrapes "
-                    f"at scrapeInterval {units.prom_duration(a.scrape_interval)}; "
-                    "rate() needs two",
-                )
-            )
-    return out
+    return alerts.timing_problems(spec.spec.alerts)
 
 
 def _lists_and_names(spec: StandbySpec) -> list[Problem]:

@@ -51,9 +51,15 @@ def of(spec: StandbySpec) -> Names:
     )
 
 
+_INVALID = re.compile(r"[^a-zA-Z0-9_]")
+_CAPITAL = re.compile(r"([a-z0-9])([A-Z])")
+
+
 def ksm_label(label_key: str) -> str:
-    """kube-state-metrics' name for a pod label in kube_pod_labels (``label_`` + sanitised)."""
-    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label_key)
+    """kube-state-metrics' name for a pod label in kube_pod_labels: ``label_`` + the key
+    sanitised (non-alphanumerics to ``_``), snake-cased (``standbyTier`` ->
+    ``standby_Tier``) and lower-cased, as its internal/store/utils.go does."""
+    return "label_" + _CAPITAL.sub(r"\1_\2", _INVALID.sub("_", label_key)).lower()
 
 
 def common_labels(spec: StandbySpec) -> dict[str, str]:

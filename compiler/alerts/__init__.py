@@ -1,0 +1,76 @@
+"""The alerts: one module each (its spec key, its rule and its promtool cases), and the one
+registry that rendering and the spec checks both iterate, so an alert cannot be rendered
+without its timing being checked, or checked without being rendered.
+
+Adding an alert: a module here with ``KEY``, ``RATE`` and ``build(ctx)``, its line in
+``ALERTS``, and its settings field in ``compiler.spec.Alerts`` (a test holds the two lists
+together).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from compiler import units
+from compiler.alerts import (
+    bandwidth_high,
+    failover_spike,
+    hot_replicas_low,
+    weight_sync_failed,
+    weights_behind,
+    weights_unreported,
+)
+from compiler.alerts.base import Alert, Context
+from compiler.plan import Plan
+
+ALERTS: tuple[ModuleType, ...] = (
+    bandwidth_high,
+    failover_spike,
+    hot_replicas_low,
+    weight_sync_failed,
+    weights_behind,
+    weights_unreported,
+)
+MIN_SCRAPES = 2  # a rate window must hold this many scrapes
+
+Problem = tuple[tuple[str | int, ...], str]
+
+
+def field(module: ModuleType) -> str:
+    """The module's settings attribute on ``spec.Alerts`` (its module name)."""
+    return module.__name__.rsplit(".", 1)[1]
+
+
+def build_all(plan: Plan) -> list[Alert]:
+    ctx = Context(plan)
+    built = (module.build(ctx) for module in ALERTS)
+    return [a for a in built if a is not None]
+
+
+def timing_problems(alerts: Any) -> list[Problem]:
+    """Every alert's ``for`` against the evaluation interval, and every rate window against
+    the scrape interval."""
+    out: list[Problem] = []
+    for module in ALERTS:
+        cfg = getattr(alerts, field(module))
+        if cfg.for_ < alerts.evaluation_interval:
+            out.append(
+                (
+                    ("spec", "alerts", module.KEY, "for"),
+                    f"for {units.prom_duration(cfg.for_)} is shorter than the rule evaluation "
+                    f"interval {units.prom_duration(alerts.evaluation_interval)}",
+                )
+            )
+    for module in ALERTS:
+        cfg = getattr(alerts, field(module))
+        if module.RATE and cfg.window < MIN_SCRAPES * alerts.scrape_interval:
+            out.append(
+                (
+                    ("spec", "alerts", module.KEY, "window"),
+                    f"rate window {units.prom_duration(cfg.window)} holds fewer than two "
+                    f"scrapes at scrapeInterval {units.prom_duration(alerts.scrape_interval)}; "
+                    "rate() needs two",
+                )
+            )
+    return out
