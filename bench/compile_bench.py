@@ -1,15 +1,21 @@
-"""Time `standbyc compile` + validation: standbyc's own work versus kubeconform and promtool.
+"""Time `standbyc compile` + validation: standbyc's own work versus the validators.
 
     python bench/compile_bench.py            # example specs, 200 generated specs, 1 changed
     python bench/compile_bench.py --runs 5
 
-Each scenario runs ``--runs`` times after one warm-up run; the table shows medians, in
-seconds. "compile" is load + validate + plan + render + write of the specs (all standbyc);
-"gate own" is standbyc's own time inside the validation gate; kubeconform/promtool/pint
-are the summed wall times of those tools' processes (they run concurrently). The last
-rows are one spec edited among 200, timed as real processes: `standbyc compile <spec>`,
-then the two pre-commit hooks (`check --changed`, `validate out --changed`) with the files
-pre-commit would pass. Results also go to bench/results/compile.json.
+Scenarios, each ``--runs`` times (medians, in seconds):
+- "cold": a fresh out/ and an empty cache every run (a fresh clone in CI);
+- "no cache": the cache turned off (STANDBYC_CACHE=off), so every run renders and validates
+  everything, as standbyc did before it had a cache;
+- "unchanged": the same specs again into the same out/ with the cache warm, in-process and
+  as a real `standbyc compile` process (what a user waits for, start-up included);
+- one spec edited among 200, timed as real processes: `standbyc compile <spec>`, then the
+  two pre-commit hooks (`check --changed`, `validate out --changed`) with the files
+  pre-commit would pass.
+"compile" is load + validate + plan + render + write of the specs (all standbyc); "gate own"
+is standbyc's own time inside the validation gate; the validators' columns are the summed
+wall times of their processes (they run concurrently). Results also go to
+bench/results/compile.json.
 """
 
 from __future__ import annotations
@@ -66,13 +72,39 @@ def one_run(specs: list[Path], out: Path) -> dict[str, float]:
         "kubeconform_s": report.tool_seconds.get("kubeconform", 0.0),
         "promtool_s": report.tool_seconds.get("promtool", 0.0),
         "pint_s": report.tool_seconds.get("pint", 0.0),
+        "kyverno_s": report.tool_seconds.get("kyverno", 0.0),
+        "reused": float(report.reused),
         "total_s": result.compile_seconds + result.write_seconds,
     }
 
 
-def scenario(specs: list[Path], out: Path, runs: int) -> dict[str, float]:
-    samples = [one_run(specs, out) for _ in range(runs + 1)][1:]
+def median_of(samples: list[dict[str, float]]) -> dict[str, float]:
     return {k: round(statistics.median(s[k] for s in samples), 3) for k in samples[0]}
+
+
+def cold(specs: list[Path], base: Path, runs: int) -> dict[str, float]:
+    """A fresh out/ and an empty cache each run."""
+    samples = []
+    for i in range(runs):
+        os.environ["STANDBYC_CACHE_DIR"] = str(base / f"cache-cold-{i}")
+        samples.append(one_run(specs, base / f"out-cold-{i}"))
+        shutil.rmtree(base / f"out-cold-{i}")
+    return median_of(samples)
+
+
+def no_cache(specs: list[Path], out: Path, runs: int) -> dict[str, float]:
+    """Everything rendered and validated every run (after one warm-up run)."""
+    os.environ["STANDBYC_CACHE"] = "off"
+    try:
+        return median_of([one_run(specs, out) for _ in range(runs + 1)][1:])
+    finally:
+        del os.environ["STANDBYC_CACHE"]
+
+
+def unchanged(specs: list[Path], out: Path, base: Path, runs: int) -> dict[str, float]:
+    """The same specs into the same out/ with a warm cache (the first run fills it)."""
+    os.environ["STANDBYC_CACHE_DIR"] = str(base / "cache-warm")
+    return median_of([one_run(specs, out) for _ in range(runs + 1)][1:])
 
 
 def cli_seconds(cwd: Path, *args: str) -> float:
@@ -92,12 +124,19 @@ def cli_seconds(cwd: Path, *args: str) -> float:
 
 
 def one_changed(base: Path, spec: Path, runs: int) -> dict[str, dict[str, float]]:
-    """One spec edited among many: compile it, then the two pre-commit hooks, as processes."""
+    """Unchanged, then one spec edited among many: compile, then the two pre-commit hooks,
+    as processes (warm cache)."""
     (base / "out-many").rename(base / "out")
     rel = spec.relative_to(base).as_posix()
     spec_dir = base / "out" / "team-07" / "engine-007"
-    samples: dict[str, list[float]] = {"compile": [], "check hook": [], "validate hook": []}
+    samples: dict[str, list[float]] = {
+        "unchanged: compile process": [],
+        "1 changed: compile": [],
+        "1 changed: check hook": [],
+        "1 changed: validate hook": [],
+    }
     for i in range(runs + 1):
+        nothing = cli_seconds(base, "compile", "specs")
         egress = f"egress: {20 + i}Gbit/s"
         spec.write_text(re.sub(r"egress: [0-9]+Gbit/s", egress, spec.read_text(), count=1))
         compiled = cli_seconds(base, "compile", rel)
@@ -106,12 +145,10 @@ def one_changed(base: Path, spec: Path, runs: int) -> dict[str, dict[str, float]
         outs = [c for c in changed if c.startswith("out/")]
         validate = cli_seconds(base, "validate", "out", "--changed", *outs)
         if i:  # the first round warms caches
-            samples["compile"].append(compiled)
-            samples["check hook"].append(check)
-            samples["validate hook"].append(validate)
+            for name, value in zip(samples, (nothing, compiled, check, validate), strict=True):
+                samples[name].append(value)
     return {
-        f"1 changed: {name}": {"total_s": round(statistics.median(values), 3)}
-        for name, values in samples.items()
+        name: {"total_s": round(statistics.median(values), 3)} for name, values in samples.items()
     }
 
 
@@ -124,9 +161,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         examples = pipeline.discover([ROOT / "specs"])
-        results["example specs"] = scenario(examples, base / "out-examples", args.runs)
         many = generate(base / "specs", args.count)
-        results[f"{args.count} specs"] = scenario(many, base / "out-many", args.runs)
+        results["example specs: cold"] = cold(examples, base, args.runs)
+        results[f"{args.count} specs: cold"] = cold(many, base, args.runs)
+        results[f"{args.count} specs: no cache"] = no_cache(many, base / "out-many", args.runs)
+        results[f"{args.count} specs: unchanged"] = unchanged(
+            many, base / "out-many", base, args.runs
+        )
         results.update(one_changed(base, many[7], args.runs))
         shutil.rmtree(base / "specs")
     columns = [
@@ -137,6 +178,8 @@ def main() -> int:
         "kubeconform_s",
         "promtool_s",
         "pint_s",
+        "kyverno_s",
+        "reused",
         "total_s",
     ]
     print(f"{'scenario':40}" + "".join(f"{c:>14}" for c in columns))

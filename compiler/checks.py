@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from compiler import alerts, units
+from compiler import alerts, names, units
 from compiler.errors import Diagnostic, Location, SpecError
 from compiler.load import LoadedSpec, PathKey, dotted_path
 from compiler.spec import StandbySpec
@@ -197,7 +197,26 @@ def _lists_and_names(spec: StandbySpec) -> list[Problem]:
     return out
 
 
-SEMANTIC_CHECKS = (_link_budget, _keepalive, _alert_timing, _lists_and_names)
+def _label_names(spec: StandbySpec) -> list[Problem]:
+    """Two pod label keys that kube-state-metrics turns into the same Prometheus label would
+    make the alerts' selectors ambiguous."""
+    engine = spec.spec.engine
+    seen: dict[str, str] = {}
+    for key in [*engine.selector, engine.tier_label]:
+        name = names.ksm_label(key)
+        if name in seen and seen[name] != key:
+            return [
+                (
+                    ("spec", "engine"),
+                    f"pod label keys {seen[name]!r} and {key!r} both become {name} in "
+                    "kube-state-metrics (sanitised, snake_case, lower case); rename one",
+                )
+            ]
+        seen[name] = key
+    return []
+
+
+SEMANTIC_CHECKS = (_link_budget, _keepalive, _alert_timing, _lists_and_names, _label_names)
 
 
 def check_spec(loaded: LoadedSpec) -> StandbySpec:

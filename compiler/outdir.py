@@ -214,12 +214,15 @@ def _replace_locked(
     recover(out)
     contents = read(out)
     desired = build(contents)
+    if contents.owned == desired and out.is_dir():
+        # Nothing to write: validate what is there (under the lock, so it cannot change).
+        if validate is not None:
+            validate(out)
+        return False
     staging = _stage(out, contents, desired)
     try:
         if validate is not None:
             validate(staging)
-        if contents.owned == desired and out.is_dir():
-            return False
         if out.exists():
             if not exchange(staging, out):
                 raise UsageError(f"{out}: cannot swap directories atomically on this system")

@@ -7,15 +7,18 @@ tree (atomically) and validating it are the caller's next steps.
 
 from __future__ import annotations
 
+import json
+import multiprocessing as mp
 import os
 import re
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from compiler import kinds, yamlio
+from compiler import cache, kinds, yamlio
 from compiler.checks import check_spec
 from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
@@ -36,7 +39,7 @@ class CompiledSpec:
     plan: Plan
     directory: str  # <namespace>/<name>
     files: dict[str, str]  # path below out/ -> text
-    objects: list[Emitted]
+    objects: list[Emitted]  # what the files hold, except test data (tests/: only its files)
     name_location: Location
     header_source: str  # the spec as each file's header names it
     warnings: tuple[Diagnostic, ...] = ()
@@ -118,17 +121,15 @@ def header_source(path: Path, root: Path) -> str:
     return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
 
 
-def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
-    loaded = load_file(path)
-    spec = check_spec(loaded)
-    source = header_source(path, root)
-    plan = build(spec, loaded.source)
+def _render(
+    plan: Plan, renderer: Renderer, source: str, directory: str, name_location: Location
+) -> tuple[list[Emitted], dict[str, str]]:
+    """The spec's objects (rendered, decorated, in apply order; not test data) and its
+    files (all of them)."""
     common = Common(plan.namespace, plan.labels, plan.annotations)
     emitted = order(decorate(e, common) for e in render_all(plan, renderer))
-    name_location = loaded.positions.locate(loaded.source, ("metadata", "name"))
     if problem := name_problem(emitted):
         raise SpecError.at(name_location, problem)
-    directory = f"{plan.namespace}/{plan.name}"
     files = {
         f"{directory}/{e.relpath}": serialize(e.obj, source, f"{directory}/{e.relpath}")
         if e.text is None
@@ -139,6 +140,53 @@ def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
     files[f"{directory}/{KUSTOMIZATION}"] = serialize(
         kustomization(listed), source, f"{directory}/{KUSTOMIZATION}"
     )
+    return [e for e in emitted if not e.is_test_data], files
+
+
+def _cached_render(hit: Any, directory: str) -> tuple[list[Emitted], dict[str, str]] | None:
+    """A cache entry as objects and files, or None when it is not one (damaged, or from
+    some other program): then the spec is rendered again."""
+    if not isinstance(hit, dict):
+        return None
+    files, objects = hit.get("files"), hit.get("objects")
+    if not isinstance(files, dict) or not isinstance(objects, list):
+        return None
+    inside = (k.startswith(f"{directory}/") and isinstance(v, str) for k, v in files.items())
+    if not all(inside):
+        return None
+    emitted: list[Emitted] = []
+    for o in objects:
+        if not isinstance(o, dict) or not isinstance(o.get("relpath"), str):
+            return None
+        if not isinstance(o.get("obj"), dict) or not isinstance(o.get("text"), str | None):
+            return None
+        emitted.append(Emitted(o["relpath"], o["obj"], text=o["text"]))
+    return emitted, files
+
+
+def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
+    loaded = load_file(path)
+    spec = check_spec(loaded)
+    source = header_source(path, root)
+    plan = build(spec, loaded.source)
+    name_location = loaded.positions.locate(loaded.source, ("metadata", "name"))
+    directory = f"{plan.namespace}/{plan.name}"
+    # The rendering depends on nothing but the spec's data, the header's source, standbyc
+    # itself and the templates: the same four give the same files (compiler.cache).
+    store = cache.Store("compile")
+    key = hit = None
+    if store.enabled:
+        data = json.dumps(loaded.data, default=repr, ensure_ascii=False)
+        key = cache.key("compile", cache.code_digest(), renderer.digest, source, data)
+        hit = store.get_json(key)
+    cached = _cached_render(hit, directory)
+    if cached is not None:
+        emitted, files = cached
+    else:
+        emitted, files = _render(plan, renderer, source, directory, name_location)
+        if key is not None:
+            objects = [{"relpath": e.relpath, "obj": e.obj, "text": e.text} for e in emitted]
+            store.put_json(key, {"files": files, "objects": objects})
     warnings: list[Diagnostic] = []
     metadata = loaded.data.get("metadata")
     if isinstance(metadata, dict) and "namespace" not in metadata:
@@ -148,7 +196,53 @@ def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
                 "metadata.namespace is not set, so the objects go to the namespace default",
             )
         )
+    if not plan.alerts.rule_labels:
+        warnings.append(
+            Diagnostic(
+                loaded.positions.locate(loaded.source, ("spec", "alerts", "ruleLabels")),
+                "spec.alerts.ruleLabels is empty: a Prometheus with a ruleSelector (as "
+                "kube-prometheus-stack sets one, release: <its release>) does not load the "
+                "PrometheusRule",
+            )
+        )
     return CompiledSpec(plan, directory, files, emitted, name_location, source, tuple(warnings))
+
+
+# From this many specs on, they are compiled by a pool of processes, one per core (starting
+# the pool costs about a tenth of a second; rendering a spec about a tenth of a second too).
+PARALLEL_FROM = 8
+_POOL_JOB: tuple[Renderer, Path] | None = None  # what forked workers compile with
+
+
+def _compile_in_worker(path: Path) -> CompiledSpec | tuple[Diagnostic, ...]:
+    assert _POOL_JOB is not None
+    renderer, root = _POOL_JOB
+    try:
+        return compile_spec(path, renderer, root)
+    except SpecError as exc:
+        return tuple(exc.diagnostics)
+
+
+def _compile_each(
+    paths: Sequence[Path], renderer: Renderer, root: Path
+) -> list[CompiledSpec | tuple[Diagnostic, ...]]:
+    """Each spec compiled, or its problems; in order."""
+    global _POOL_JOB  # noqa: PLW0603 -- read by the forked workers
+    workers = min(os.cpu_count() or 1, len(paths) // 2)
+    if len(paths) < PARALLEL_FROM or workers < 2 or "fork" not in mp.get_all_start_methods():
+        out: list[CompiledSpec | tuple[Diagnostic, ...]] = []
+        for path in paths:
+            try:
+                out.append(compile_spec(path, renderer, root))
+            except SpecError as exc:
+                out.append(tuple(exc.diagnostics))
+        return out
+    _POOL_JOB = (renderer, root)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            return list(pool.map(_compile_in_worker, paths, chunksize=4))
+    finally:
+        _POOL_JOB = None
 
 
 def compile_specs(paths: Sequence[Path], renderer: Renderer, root: Path) -> list[CompiledSpec]:
@@ -156,11 +250,9 @@ def compile_specs(paths: Sequence[Path], renderer: Renderer, root: Path) -> list
     compiled: list[CompiledSpec] = []
     problems: list[Diagnostic] = []
     seen: dict[str, str] = {}
-    for path in paths:
-        try:
-            one = compile_spec(path, renderer, root)
-        except SpecError as exc:
-            problems.extend(exc.diagnostics)
+    for one in _compile_each(paths, renderer, root):
+        if isinstance(one, tuple):
+            problems.extend(one)
             continue
         if one.directory in seen:
             problems.append(

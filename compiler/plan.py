@@ -48,6 +48,12 @@ class EnginePlan:
     protocol: str
     ports: EnginePorts
 
+    @property
+    def allowlist_flag(self) -> str:
+        """The kube-state-metrics flag that exports the pod labels the alerts select on."""
+        keys = dict.fromkeys([*self.selector, self.tier_label])
+        return f"--metric-labels-allowlist=pods=[{','.join(keys)}]"
+
 
 @dataclass(frozen=True)
 class StorePlan:
@@ -168,11 +174,20 @@ class Plan:
 
     def requirements(self) -> list[str]:
         """What the emitted objects reference and the user must provide."""
+        rule_labels = ", ".join(f"{k}={v}" for k, v in self.alerts.rule_labels.items())
+        out = [
+            f"kube-state-metrics run with {self.engine.allowlist_flag} (by default it "
+            "exports no pod label: the bandwidth alerts see no pod, and "
+            "StandbyTierLabelsMissing fires)",
+            f"a Prometheus whose ruleSelector matches {rule_labels} (spec.alerts.ruleLabels)"
+            if rule_labels
+            else "a Prometheus with an empty ruleSelector (the PrometheusRule has no labels)",
+        ]
         sync = self.sync
         if not sync.tiers:
-            return []
+            return out
         model = PurePosixPath(self.model_path)
-        out = [
+        out += [
             f"PersistentVolumeClaim {self.namespace}/{sync.claim}, ReadWriteMany, at least "
             f"{units.human_bytes(3 * self.model_size * len(sync.tiers))} (3 x the model per "
             f"sync tier: the checkpoint, a download, the rebuilt one); the standby pods of "

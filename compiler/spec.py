@@ -343,8 +343,17 @@ class Http2(Model):
 class Grpc(Model):
     keepalive_time: Millis = 60_000
     keepalive_timeout: Millis = 5_000
-    max_connection_age: Millis = 300_000
-    max_connection_age_grace: Millis = 30_000
+    max_connection_age: Millis = Field(
+        300_000,
+        description="server: send GOAWAY after a connection's age, so clients spread over "
+        "new standbys after a failover",
+    )
+    max_connection_age_grace: Millis | None = Field(
+        None,
+        description="server: how long streams in flight may run after that GOAWAY before "
+        "the connection is closed. Unset: gRPC's default, no limit, so a long LLM stream "
+        "is never cut; a value cuts every stream still running that long after GOAWAY",
+    )
     server_min_ping_interval: Millis = Field(
         30_000,
         description="server-side grpc.http2.min_ping_interval_without_data_ms; "
@@ -356,6 +365,11 @@ class Grpc(Model):
 class Istio(Model):
     enabled: bool = False
     host: HostName | None = None
+    mode: Literal["sidecar", "ambient"] = Field(
+        "sidecar",
+        description="how the namespace is in the mesh. ambient: traffic between pods "
+        "arrives on the HBONE port 15008, so the weight store's NetworkPolicy admits it there too",
+    )
 
 
 class ConnectionPool(Model):
@@ -458,6 +472,13 @@ class RateAlert(Model):
     window: Millis
     for_: Millis = Field(alias="for")
     severity: Literal["info", "warning", "critical"]
+    keep_firing_for: Millis | None = Field(
+        None,
+        description="keep a firing alert firing this long after its expression turns false "
+        "(Prometheus >= 2.42): one missed scrape leaves a rate window short of its first "
+        "sample and would resolve the alert mid-incident. Default: two scrape intervals; "
+        "0s turns it off",
+    )
 
 
 class DurationAlert(Model):
@@ -477,7 +498,7 @@ def _bandwidth_high() -> RateAlert:
 
 def _failover_spike() -> RateAlert:
     return RateAlert.model_validate(
-        {"threshold": "50Gbit/s", "window": "1m", "for": "1m", "severity": "critical"}
+        {"threshold": "50Gbit/s", "window": "2m", "for": "1m", "severity": "critical"}
     )
 
 
@@ -486,8 +507,11 @@ class Alerts(Model):
     scrape_interval: Millis = 30_000
     runbook_base_url: Url = "https://runbooks.example.com/standbyc"
     rule_labels: Labels = Field(
-        default_factory=dict,
-        description="labels on the PrometheusRule (for Prometheus ruleSelector)",
+        default_factory=lambda: {"release": "kube-prometheus-stack"},
+        description="labels on the PrometheusRule; a Prometheus run by prometheus-operator "
+        "loads it only where its ruleSelector matches them (kube-prometheus-stack selects "
+        "release: <its Helm release>; the default matches a release named "
+        "kube-prometheus-stack)",
     )
     bandwidth_high: RateAlert = Field(default_factory=_bandwidth_high)
     failover_spike: RateAlert = Field(default_factory=_failover_spike)
@@ -500,6 +524,9 @@ class Alerts(Model):
     weights_behind: DurationAlert = Field(default_factory=lambda: _duration_alert("15m", "warning"))
     weights_unreported: DurationAlert = Field(
         default_factory=lambda: _duration_alert("30m", "warning")
+    )
+    tier_labels_missing: DurationAlert = Field(
+        default_factory=lambda: _duration_alert("15m", "warning")
     )
 
 

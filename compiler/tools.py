@@ -25,6 +25,7 @@ INSTALL_HINTS: dict[str, str] = {
     "kubeconform": _VALIDATOR_HINT,
     "promtool": _VALIDATOR_HINT,
     "pint": _VALIDATOR_HINT,
+    "kubectl-kyverno": "standbyc tools install --optional (the Kyverno CLI; a long build)",
     "pushgateway": "standbyc tools install --test-servers",
     "versitygw": "standbyc tools install --test-servers",
     "rsync": "apt-get install rsync",

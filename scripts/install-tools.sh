@@ -40,7 +40,7 @@ need_go
 # The builds themselves (pins, sums, the go mod download fallback, the offline schemas) are
 # standbyc's own `tools install`, the same command a wheel user runs.
 install_args=(tools install --dir "$BIN")
-[[ "$VALIDATORS_ONLY" == 0 ]] && install_args+=(--test-servers)
+[[ "$VALIDATORS_ONLY" == 0 ]] && install_args+=(--test-servers --optional)
 (cd "$ROOT" && PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m compiler "${install_args[@]}")
 
 if [[ "$VALIDATORS_ONLY" == 0 ]]; then

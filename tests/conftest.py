@@ -20,6 +20,10 @@ settings.register_profile("default", max_examples=40)
 settings.register_profile("fuzz", max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+# Every test runs the real tools, not passes remembered from an earlier run (the tests of
+# the cache itself turn it on, in a directory of their own).
+os.environ["STANDBYC_CACHE"] = "off"
+
 REPO = Path(__file__).resolve().parent.parent
 CASES = Path(__file__).resolve().parent / "cases"
 OUT = REPO / "out"  # the committed output of specs/: the golden tree of the example specs

@@ -3,10 +3,19 @@ setting in the spec has its module, so no alert is rendered unchecked or checked
 
 from __future__ import annotations
 
-from pydantic.alias_generators import to_camel
+import copy
+import re
+import shutil
+from pathlib import Path
+from typing import Any
 
-from compiler import alerts
+import pytest
+from pydantic.alias_generators import to_camel
+from ruamel.yaml import YAML
+
+from compiler import alerts, names, tools, units
 from compiler.spec import Alerts, RateAlert
+from tests.conftest import OUT
 
 SHARED = {"evaluation_interval", "scrape_interval", "runbook_base_url", "rule_labels"}
 
@@ -17,3 +26,104 @@ def test_registry_and_spec_agree() -> None:
     for name, module in modules.items():
         assert to_camel(name) == module.KEY, name
         assert (Alerts.model_fields[name].annotation is RateAlert) == module.RATE, name
+
+
+# -- the generated promtool tests pin the rules -------------------------------------------
+
+TESTS_DIRS = sorted(OUT.glob("*/*/tests"))
+
+
+def _scale(match: re.Match[str], factor: float) -> str:
+    value = float(match.group(2))
+    changed = value * factor if value > 100 else value + (1 if factor > 1 else -1)
+    return f"{match.group(1)}{units.float_literal(changed)}"
+
+
+def _duration(text: str, factor: float) -> str:
+    return units.prom_duration(round(units.parse_duration(text) * factor))
+
+
+def _mutations(rule: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Each way the emitted rule can drift from the spec, as (what changed, the rule)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+
+    def changed(what: str, **fields: Any) -> None:
+        out.append((f"{rule['alert']}: {what}", {**rule, **fields}))
+
+    expr = rule["expr"]
+    threshold = re.compile(r"(\) ?[<>] )([0-9.e+]+)$", re.M)
+    if threshold.search(expr):
+        for factor in (1.05, 0.95):
+            moved = threshold.sub(lambda m, f=factor: _scale(m, f), expr)  # type: ignore[misc]
+            changed(f"threshold x{factor}", expr=moved)
+    window = re.compile(r"\[(\w+)\]")
+    if window.search(expr):
+        for factor in (2, 0.5):
+            moved = window.sub(lambda m, f=factor: f"[{_duration(m.group(1), f)}]", expr)  # type: ignore[misc]
+            changed(f"window x{factor}", expr=moved)
+    for factor in (2, 0.5):
+        changed(f"for x{factor}", **{"for": _duration(rule["for"], factor)})
+    if "keep_firing_for" in rule:
+        changed("no keep_firing_for", keep_firing_for="0s")
+    tier_key = re.search(r'(label_\w+)=~?"(?:hot|warm|cold)', expr)
+    if "rate(" in expr and tier_key:
+        # the tier as part of the alert's identity, joined with group_left
+        key = tier_key.group(1)
+        old = expr.replace("max by (namespace, pod) (\n", f"max by (namespace, pod, {key}) (\n")
+        old = old.replace("* on (namespace, pod)\n", f"* on (namespace, pod) group_left ({key})\n")
+        changed("tier in the alert's identity", expr=old)
+    if 'interface!="lo"' in expr:
+        changed("loopback counted", expr=expr.replace(', interface!="lo"', ""))
+    if "unless on ()" in expr:
+        changed("pages when no pod label is exported", expr=expr.split("# not while")[0])
+    return out
+
+
+def _promtool_passes(tests: Path, test_file: str) -> bool:
+    result = tools.run("promtool", ["test", "rules", test_file], ok_codes=(0, 1), cwd=tests)
+    return result.returncode == 0
+
+
+@pytest.mark.parametrize("tests", TESTS_DIRS, ids=lambda p: p.parent.name)
+def test_every_drift_from_the_spec_fails_a_generated_test(tests: Path, tmp_path: Path) -> None:
+    """Changing a threshold, a window, a ``for`` (or undoing a fix) in an emitted rule makes
+    at least one of its generated promtool tests fail; the unchanged rules pass."""
+    work = tmp_path / "tests"
+    shutil.copytree(tests, work)
+    yaml = YAML()
+    survivors = []
+    tried = 0
+    rules_files = sorted(work.glob("*.rules.yaml"))
+    assert len(rules_files) >= 6  # one per alert
+    for rules_file in rules_files:
+        test_file = rules_file.name.replace(".rules.yaml", ".test.yaml")
+        original = yaml.load(rules_file.read_text())
+        assert _promtool_passes(work, test_file), test_file
+        (rule,) = original["groups"][0]["rules"]
+        for what, mutated in _mutations(dict(rule)):
+            doc = copy.deepcopy(original)
+            doc["groups"][0]["rules"] = [mutated]
+            with rules_file.open("w") as fh:
+                yaml.dump(doc, fh)
+            tried += 1
+            if _promtool_passes(work, test_file):
+                survivors.append(what)
+    assert tried >= 4 * len(rules_files)
+    assert survivors == []
+
+
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [
+        # kube-state-metrics: sanitise, then snake_case, then lower case
+        ("tier", "label_tier"),
+        ("example.com/standbyTier", "label_example_com_standby_tier"),
+        ("app.kubernetes.io/name", "label_app_kubernetes_io_name"),
+        ("StandbyTier", "label_standby_tier"),
+        ("standbyTIER", "label_standby_tier"),
+        ("tier2Name", "label_tier2_name"),
+        ("ABCdef", "label_abcdef"),
+    ],
+)
+def test_pod_label_keys_as_kube_state_metrics_names_them(key: str, name: str) -> None:
+    assert names.ksm_label(key) == name

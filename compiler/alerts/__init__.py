@@ -17,6 +17,7 @@ from compiler.alerts import (
     bandwidth_high,
     failover_spike,
     hot_replicas_low,
+    tier_labels_missing,
     weight_sync_failed,
     weights_behind,
     weights_unreported,
@@ -28,11 +29,14 @@ ALERTS: tuple[ModuleType, ...] = (
     bandwidth_high,
     failover_spike,
     hot_replicas_low,
+    tier_labels_missing,
     weight_sync_failed,
     weights_behind,
     weights_unreported,
 )
-MIN_SCRAPES = 2  # a rate window must hold this many scrapes
+# A rate window must hold this many scrapes to survive one missed scrape (Prometheus'
+# guidance: four); with two, one missed scrape empties the window and resolves the alert.
+MIN_SCRAPES = 4
 
 Problem = tuple[tuple[str | int, ...], str]
 
@@ -68,9 +72,10 @@ def timing_problems(alerts: Any) -> list[Problem]:
             out.append(
                 (
                     ("spec", "alerts", module.KEY, "window"),
-                    f"rate window {units.prom_duration(cfg.window)} holds fewer than two "
-                    f"scrapes at scrapeInterval {units.prom_duration(alerts.scrape_interval)}; "
-                    "rate() needs two",
+                    f"rate window {units.prom_duration(cfg.window)} holds fewer than "
+                    f"{MIN_SCRAPES} scrapes at scrapeInterval "
+                    f"{units.prom_duration(alerts.scrape_interval)}; with fewer, one missed "
+                    "scrape resolves the alert",
                 )
             )
     return out

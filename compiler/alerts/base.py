@@ -5,12 +5,13 @@ Facts the expressions follow:
 - ``container_network_transmit_bytes_total`` counts **bytes**; thresholds in the
   spec are bit/s, so expressions multiply the rate by 8 and compare with bit/s.
 - cAdvisor series carry no pod labels. The tier comes from kube-state-metrics'
-  ``kube_pod_labels`` (needs ``--metric-labels-allowlist=pods=[...]``), joined
-  on ``namespace, pod``.
+  ``kube_pod_labels`` (needs ``--metric-labels-allowlist=pods=[...]``), reduced to one
+  series per pod and joined on ``namespace, pod``.
 
-Each alert carries its own test cases: a series that crosses the threshold by
-2 % must fire exactly ``for`` after the expression turns true, one 2 % below
-must stay silent, and series from another namespace or tier must never match.
+The series the generated tests feed the rules are shaped as a kube-prometheus-stack setup
+scrapes them: the kubelet's cAdvisor endpoint (a pod's network counters only on its
+sandbox, ``container=""``, one series per interface) and two kube-state-metrics replicas
+(a common HA setup), each with the labels those exporters and the ServiceMonitors add.
 """
 
 from __future__ import annotations
@@ -21,12 +22,27 @@ from typing import Any
 
 from compiler import names, units
 from compiler.plan import Plan
-from compiler.spec import RateAlert
 
 MARGIN = 0.02  # how far test series sit above or below a threshold
-COUNTER_START = 10**12  # far from zero, so rate() extrapolation is never clipped
 OTHER_NAMESPACE = "standbyc-test-other"
 OTHER_TIER = "batch"
+KUBELET = {
+    "endpoint": "https-metrics",
+    "instance": "10.0.0.11:10250",
+    "job": "kubelet",
+    "metrics_path": "/metrics/cadvisor",
+    "node": "node-a",
+    "service": "kube-prometheus-stack-kubelet",
+    "container": "",
+    "image": "registry.k8s.io/pause:3.10",
+}
+KSM_REPLICAS = ("10.0.1.5:8080", "10.0.2.7:8080")
+KSM = {
+    "container": "kube-state-metrics",
+    "endpoint": "http",
+    "job": "kube-state-metrics",
+    "service": "kube-prometheus-stack-kube-state-metrics",
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,7 @@ class Alert:
     labels: dict[str, str]
     annotations: dict[str, str]
     cases: list[Case] = field(default_factory=list)
+    keep_firing_ms: int = 0  # keep_firing_for; 0: not emitted
 
 
 def selector(matchers: dict[str, str], regex: dict[str, str] | None = None) -> str:
@@ -71,8 +88,34 @@ def selector(matchers: dict[str, str], regex: dict[str, str] | None = None) -> s
     return "{" + ", ".join(parts) + "}"
 
 
-def counter_values(per_step: float, steps: int) -> str:
-    return f"{COUNTER_START}+{units.float_literal(per_step)}x{steps}"
+def counter_values(
+    incs: list[float], *, stale: frozenset[int] = frozenset(), reset_at: int | None = None
+) -> str:
+    """promtool values of a counter: sample 0 is a start far from zero (so rate()'s
+    extrapolation is never clipped at zero), sample i adds ``incs[i-1]``. Samples in
+    ``stale`` are staleness markers (a failed scrape; the counter still grows); at
+    ``reset_at`` the counter restarts from zero and has grown by that step's increment."""
+    start = float(10 ** max(12, len(str(int(sum(incs)))) + 1))
+    values, v = [start], start
+    for i, inc in enumerate(incs, start=1):
+        v = inc if i == reset_at else v + inc
+        values.append(v)
+    tokens: list[str] = []
+    i = 0
+    while i < len(values):
+        if i in stale:
+            tokens.append("stale")
+            i += 1
+            continue
+        j = i
+        while (
+            j + 1 < len(values) and j + 1 not in stale and j + 1 != reset_at and incs[j] == incs[i]
+        ):
+            j += 1
+        lit = units.float_literal
+        tokens.append(lit(values[i]) if j == i else f"{lit(values[i])}+{lit(incs[i])}x{j - i}")
+        i = j + 1
+    return " ".join(tokens)
 
 
 class Context:
@@ -91,15 +134,41 @@ class Context:
     # -- expression pieces ---------------------------------------------------
 
     def pod_tiers(self, tiers: list[str], namespace: str | None = None) -> str:
+        """The engine's pods in ``tiers``, one series per pod whatever the tier label says
+        and however many kube-state-metrics replicas report it: the tier filters, it never
+        becomes part of an alert's identity (a pod relabelled mid-incident stays one alert,
+        and two replicas that disagree for a scrape cannot make a join ambiguous)."""
         matchers = {"namespace": namespace or self.ns, **self.engine_labels}
         if len(tiers) == 1:
             matchers[self.tier_key] = tiers[0]
             regex = None
         else:
             regex = {self.tier_key: "|".join(tiers)}
+        return f"max by (namespace, pod) (\n  kube_pod_labels{selector(matchers, regex)}\n)"
+
+    def tier_of(self) -> str:
+        """An annotation fragment: the pod's tier as kube-state-metrics reports it when the
+        alert is evaluated (``hot/warm`` while its replicas disagree during a relabel)."""
+        key = self.tier_key
+        query = f"max by ({key}) (kube_pod_labels{{namespace=%q, pod=%q}})"
         return (
-            f"max by (namespace, pod, {self.tier_key}) (\n"
-            f"  kube_pod_labels{selector(matchers, regex)}\n)"
+            f'{{{{ range $i, $s := printf "{query}" $labels.namespace $labels.pod | query '
+            f'| sortByLabel "{key}" }}}}{{{{ if $i }}}}/{{{{ end }}}}'
+            f'{{{{ or (label "{key}" $s) "unlabelled" }}}}{{{{ else }}}}unknown{{{{ end }}}}'
+        )
+
+    def labelled_pods(self) -> str:
+        """Pods kube-state-metrics exports with the labels every alert selects on."""
+        matchers = {"namespace": self.ns, **self.engine_labels}
+        return f"kube_pod_labels{selector(matchers, {self.tier_key: '.+'})}"
+
+    def labels_missing(self) -> str:
+        """True (one series, label namespace) while pods run in the namespace but none is
+        exported with the engine's labels: kube-state-metrics lacks the allowlist."""
+        return (
+            f"group by (namespace) (kube_pod_info{selector({'namespace': self.ns})})\n"
+            "unless on (namespace)\n"
+            f"group by (namespace) ({self.labelled_pods()})"
         )
 
     def egress_bytes(self, window_ms: int) -> str:
@@ -141,15 +210,52 @@ class Context:
         return math.ceil(ms / self.eval_ms) * self.eval_ms
 
     def labels_series(
-        self, pod: str, tier: str, values: str, namespace: str | None = None
+        self,
+        pod: str,
+        tier: str | None,
+        values: str | list[str],
+        namespace: str | None = None,
+        *,
+        selector_labels: bool = True,
+    ) -> list[Series]:
+        """``kube_pod_labels`` of one pod as each kube-state-metrics replica exports it
+        (``values`` one string, or one per replica); ``tier`` None: no pod label is
+        exported (kube-state-metrics runs without --metric-labels-allowlist);
+        ``selector_labels`` False: the allowlist names the tier label only."""
+        labels = {"namespace": namespace or self.ns, "pod": pod, "uid": f"uid-{pod}"}
+        if tier is not None:
+            labels |= {**(self.engine_labels if selector_labels else {}), self.tier_key: tier}
+        return self.ksm_series("kube_pod_labels", labels, values)
+
+    def ksm_series(
+        self, metric: str, labels: dict[str, str], values: str | list[str]
+    ) -> list[Series]:
+        """A kube-state-metrics series as each replica exports it."""
+        per_replica = [values] * len(KSM_REPLICAS) if isinstance(values, str) else values
+        return [
+            Series(metric + selector({**KSM, "instance": r, **labels}), v)
+            for r, v in zip(KSM_REPLICAS, per_replica, strict=True)
+        ]
+
+    def pod_info(self, pod: str, values: str, namespace: str | None = None) -> list[Series]:
+        """``kube_pod_info`` of one pod (exported whatever the allowlist says)."""
+        labels = {"namespace": namespace or self.ns, "pod": pod, "uid": f"uid-{pod}",
+                  "node": KUBELET["node"], "created_by_kind": "ReplicaSet"}  # fmt: skip
+        return self.ksm_series("kube_pod_info", labels, values)
+
+    def sandbox_counter(
+        self, pod: str, interface: str, values: str, namespace: str | None = None
     ) -> Series:
-        matchers = {
+        """cAdvisor's transmit counter of a pod's sandbox, as the kubelet exports it."""
+        labels = {
+            **KUBELET,
+            "id": f"/kubepods/burstable/pod-{pod}",
+            "interface": interface,
+            "name": f"sandbox-{pod}",
             "namespace": namespace or self.ns,
             "pod": pod,
-            **self.engine_labels,
-            self.tier_key: tier,
         }
-        return Series("kube_pod_labels" + selector(matchers), values)
+        return Series(f"container_network_transmit_bytes_total{selector(labels)}", values)
 
     def annotations(self, alert: str, summary: str, description: str) -> dict[str, str]:
         return {
@@ -158,70 +264,15 @@ class Context:
             "runbook_url": f"{self.runbook}/{alert}",
         }
 
-    def expected(self, alert: Alert, labels: dict[str, str]) -> dict[str, Any]:
+    def expected(
+        self, alert: Alert, labels: dict[str, str], tier: str | None = None
+    ) -> dict[str, Any]:
+        """An alert as promtool should see it; ``tier``: what ``tier_of()`` expands to."""
         full = {**labels, **alert.labels}
-        return {
-            "exp_labels": full,
-            "exp_annotations": {k: expand(v, full) for k, v in alert.annotations.items()},
-        }
-
-    def rate_cases(self, alert: Alert, cfg: RateAlert, *, per_pod: bool) -> list[Case]:
-        tiers = [t.name for t in self.plan.tiers]
-        # kube_pod_labels appears at t0, once the rate window is full of samples,
-        # so the expression turns true exactly at t0.
-        t0 = self.grid(cfg.window + 2 * self.scrape_ms)
-        timeline = self.timeline(t0, cfg.for_)
-        steps = timeline.steps
-        scrape_s = self.scrape_ms / 1000
-        absent = " ".join(["_"] * (t0 // self.scrape_ms))
-        present = f"{absent} 1x{steps}".strip()
-        matching = (
-            [("standby-0", tiers[0])]
-            if per_pod
-            else [(f"standby-{i}", tiers[i % len(tiers)]) for i in range(2)]
-        )
-        share = 1 / len(matching)
-
-        def counter(pod: str, bytes_per_s: float, namespace: str | None = None) -> Series:
-            sel = selector({"namespace": namespace or self.ns, "pod": pod, "interface": "eth0"})
-            return Series(
-                f"container_network_transmit_bytes_total{sel}",
-                counter_values(bytes_per_s * scrape_s, steps),
-            )
-
-        def inputs(factor: float) -> list[Series]:
-            rate = cfg.threshold / 8 * factor * share
-            out: list[Series] = []
-            for pod, tier in matching:
-                out += [counter(pod, rate), self.labels_series(pod, tier, present)]
-            loud = cfg.threshold / 8 * 1.5  # far over the threshold, but must not match
-            out += [
-                counter("standby-0", loud, OTHER_NAMESPACE),
-                self.labels_series("standby-0", tiers[0], present, OTHER_NAMESPACE),
-                counter("other-tier-0", loud),
-                self.labels_series("other-tier-0", OTHER_TIER, present),
-            ]
-            return out
-
-        if per_pod:
-            firing = [
-                self.expected(alert, {"namespace": self.ns, "pod": p, self.tier_key: t})
-                for p, t in matching
-            ]
-        else:
-            firing = [self.expected(alert, {"namespace": self.ns})]
-        bits = units.human_bits(cfg.threshold)
-        return self.fires_then_silent(
-            alert,
-            timeline,
-            (
-                f"{alert.name} fires {units.prom_duration(cfg.for_)} after crossing "
-                f"{bits} by {MARGIN:.0%}",
-                inputs(1 + MARGIN),
-                firing,
-            ),
-            (f"{alert.name} stays silent {MARGIN:.0%} below {bits}", inputs(1 - MARGIN)),
-        )
+        annotations = {k: expand(v, full) for k, v in alert.annotations.items()}
+        if tier is not None:
+            annotations = {k: v.replace(self.tier_of(), tier) for k, v in annotations.items()}
+        return {"exp_labels": full, "exp_annotations": annotations}
 
     def reported(self) -> tuple[list[str], dict[str, str]] | None:
         """Sync tiers and the selector of the series their Jobs push, or None when the

@@ -37,6 +37,9 @@ def build(ctx: Context) -> Alert | None:
             "  )\n"
             "  or vector(0)\n"
             f") < {hot.replicas}\n"
+            "# not while no pod is exported with its labels (StandbyTierLabelsMissing)\n"
+            "unless on ()\n"
+            f"(\n{indent(ctx.labels_missing())}\n)\n"
         ),
         for_ms=cfg.for_,
         labels={
@@ -55,21 +58,30 @@ def build(ctx: Context) -> Alert | None:
     )
     timeline = ctx.timeline(0, cfg.for_)
     steps = timeline.steps
+    every = f"1x{steps}"
 
-    def pod(name: str, tier: str, ready: int, namespace: str | None = None) -> list[Series]:
-        sel = selector({"namespace": namespace or ctx.ns, "pod": name, "condition": "true"})
-        return [
-            Series(f"kube_pod_status_ready{sel}", f"{ready}x{steps}"),
-            ctx.labels_series(name, tier, f"1x{steps}", namespace),
-        ]
+    def pod(name: str, tier: str | None, ready: bool, namespace: str | None = None) -> list[Series]:
+        """A pod as kube-state-metrics exports it: one ready series per condition."""
+        out: list[Series] = []
+        for condition, value in (("true", ready), ("false", not ready), ("unknown", False)):
+            labels = {"namespace": namespace or ctx.ns, "pod": name, "uid": f"uid-{name}",
+                      "condition": condition}  # fmt: skip
+            out += ctx.ksm_series("kube_pod_status_ready", labels, f"{int(value)}x{steps}")
+        return (
+            out
+            + ctx.labels_series(name, tier, every, namespace)
+            + ctx.pod_info(name, every, namespace)
+        )
 
+    tiers = [t.name for t in ctx.plan.tiers]
     foreign = [
-        *pod("warm-0", "warm" if "warm" in [t.name for t in ctx.plan.tiers] else OTHER_TIER, 1),
-        *pod("hot-x", "hot", 1, OTHER_NAMESPACE),
-        *pod("hot-unready", "hot", 0),
+        *pod("warm-0", "warm" if "warm" in tiers else OTHER_TIER, True),
+        *pod("hot-x", "hot", True, OTHER_NAMESPACE),
+        *pod("hot-unready", "hot", False),
     ]
-    short = [s for i in range(hot.replicas - 1) for s in pod(f"hot-{i}", "hot", 1)]
-    full = [s for i in range(hot.replicas) for s in pod(f"hot-{i}", "hot", 1)]
+    short = [s for i in range(hot.replicas - 1) for s in pod(f"hot-{i}", "hot", True)]
+    full = [s for i in range(hot.replicas) for s in pod(f"hot-{i}", "hot", True)]
+    unlabelled = [s for i in range(hot.replicas) for s in pod(f"hot-{i}", None, True)]
     firing = [ctx.expected(alert, {})]
     alert.cases.extend(
         ctx.fires_then_silent(
@@ -83,11 +95,19 @@ def build(ctx: Context) -> Alert | None:
             (f"HotTierBelowReplicas stays silent with {hot.replicas} ready", full + foreign),
         )
     )
-    alert.cases.append(
-        Case(
-            "HotTierBelowReplicas fires when no hot pod exists at all",
-            foreign,
-            [Check(timeline.fire, firing)],
-        )
+    alert.cases.extend(
+        [
+            Case(
+                "HotTierBelowReplicas fires when no hot pod exists at all",
+                foreign,
+                [Check(timeline.fire, firing)],
+            ),
+            Case(
+                f"HotTierBelowReplicas stays silent with {hot.replicas} ready pods whose labels "
+                "kube-state-metrics does not export (StandbyTierLabelsMissing fires instead)",
+                unlabelled,
+                [Check(timeline.end, [])],
+            ),
+        ]
     )
     return alert

@@ -35,14 +35,14 @@ def build(ctx: Context) -> Alert | None:
     steps = timeline.steps
     ours = prefix + sync_tiers[0] + ("-29400000" if scheduled else "")
 
-    def job(name: str, condition: str, value: int, namespace: str | None = None) -> Series:
-        s = selector({"namespace": namespace or ctx.ns, "job_name": name, "condition": condition})
-        return Series(f"kube_job_failed{s}", f"{value}x{steps}")
+    def job(name: str, condition: str, value: int, namespace: str | None = None) -> list[Series]:
+        labels = {"namespace": namespace or ctx.ns, "job_name": name, "condition": condition}
+        return ctx.ksm_series("kube_job_failed", labels, f"{value}x{steps}")
 
     foreign = [
-        job(ours, "true", 1, OTHER_NAMESPACE),
-        job("unrelated-job", "true", 1),
-        job(ours, "false", 1),
+        *job(ours, "true", 1, OTHER_NAMESPACE),
+        *job("unrelated-job", "true", 1),
+        *job(ours, "false", 1),
     ]
     alert.cases.extend(
         ctx.fires_then_silent(
@@ -50,12 +50,12 @@ def build(ctx: Context) -> Alert | None:
             timeline,
             (
                 "WeightSyncJobFailed fires for a failed weight-sync Job",
-                [job(ours, "true", 1), *foreign],
+                [*job(ours, "true", 1), *foreign],
                 [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})],
             ),
             (
                 "WeightSyncJobFailed stays silent while the Job has not failed",
-                [job(ours, "true", 0), *foreign],
+                [*job(ours, "true", 0), *foreign],
             ),
         )
     )

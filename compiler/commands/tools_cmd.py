@@ -31,6 +31,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also the servers standbyc's own tests run (the Pushgateway, versitygw)",
     )
     parser.add_argument(
+        "--optional",
+        action="store_true",
+        help="also the optional validators: the Kyverno CLI, which runs each ClusterPolicy's "
+        "generated `kyverno test` (a build of several minutes)",
+    )
+    parser.add_argument(
         "--no-schemas", action="store_true", help="do not build the offline schema directory"
     )
     parser.set_defaults(func=run)
@@ -65,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
 
     pins = pinfile.load()
     dest: Path = args.dir or tools.user_bin_dir()
-    names = list(pins.tools) + (list(pins.test_tools) if args.test_servers else [])
+    names = [n for n, pin in pins.tools.items() if args.optional or not pin.optional]
+    names += list(pins.test_tools) if args.test_servers else []
     for name in names:
         pin = {**pins.tools, **pins.test_tools}[name]
         try:

@@ -1,4 +1,5 @@
-"""The validation gate: kubeconform, promtool and pint over a tree laid out like ``out/``.
+"""The validation gate: kubeconform, promtool, pint and kyverno over a tree laid out like
+``out/``.
 
 ``run_gate`` is what ``standbyc validate``, ``standbyc compile`` and the pre-commit
 hook all call. Every tool runs as few processes as possible (one kubeconform per
@@ -14,13 +15,15 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ruamel.yaml import YAML
 
 from compiler import tools
-from compiler.gate import kubeconform, pint, promtool, schemas
+from compiler.gate import kyverno, pint, promtool, schemas
+from compiler.gate.memo import GateMemo
 from compiler.gate.report import FileResult, Finding, Report, VersionResult
 from compiler.gate.schemas import SchemasMissing, default_schema_dir
 
@@ -46,18 +49,23 @@ def _is_yaml(path: Path) -> bool:
     return path.suffix in (".yaml", ".yml")
 
 
-def discover(root: Path) -> tuple[list[str], list[str]]:
-    """(manifest files, promtool test files), as sorted paths relative to ``root``.
+def discover(root: Path) -> tuple[list[str], list[str], list[str]]:
+    """(manifest files, promtool test files, kyverno test directories), sorted, relative to
+    ``root``, in one walk.
 
     Manifests: every YAML file except ``kustomization.yaml`` and anything under a
-    ``tests/`` directory or a hidden directory. Tests: ``tests/**/*.test.yaml``.
+    ``tests/`` directory or a hidden directory. Tests: ``tests/**/*.test.yaml``. Kyverno
+    tests: the directories holding a ``kyverno-test.yaml``.
     """
     manifests: list[str] = []
     tests: list[str] = []
+    policy_tests: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         rel_dir = Path(dirpath).relative_to(root)
         in_tests = "tests" in rel_dir.parts
+        if kyverno.TEST_FILE in filenames:
+            policy_tests.append(rel_dir.as_posix())
         for fname in sorted(filenames):
             path = rel_dir / fname
             if not _is_yaml(path):
@@ -67,7 +75,7 @@ def discover(root: Path) -> tuple[list[str], list[str]]:
                     tests.append(path.as_posix())
             elif path.stem != "kustomization":
                 manifests.append(path.as_posix())
-    return manifests, tests
+    return manifests, tests, sorted(policy_tests)
 
 
 def spec_prefixes(paths: Sequence[str]) -> set[str]:
@@ -79,6 +87,19 @@ def spec_prefixes(paths: Sequence[str]) -> set[str]:
         depth = 2 if len(parts) >= 3 else 1
         prefixes.add(Path(*parts[:depth]).as_posix())
     return prefixes
+
+
+def _targets(root: Path, only: Sequence[str] | None) -> tuple[list[str], list[str], list[str]]:
+    """(manifests, promtool test files, kyverno test directories) to validate."""
+    manifests, tests, policy_tests = discover(root)
+    if only is None:
+        return manifests, tests, policy_tests
+    prefixes = spec_prefixes(only)
+    return (
+        [m for m in manifests if _under(m, prefixes)],
+        [t for t in tests if _under(t, prefixes)],
+        [d for d in policy_tests if _under(d, prefixes)],
+    )
 
 
 def _under(rel: str, prefixes: set[str]) -> bool:
@@ -114,32 +135,82 @@ def _rule_sources(
 def _stale_test_rules(
     root: Path, sources: Sequence[promtool.RuleSource], display: Callable[[str], str]
 ) -> list[Finding]:
-    """The unit tests load ``tests/<rule-name>.rules.yaml``, a copy of the PrometheusRule's
-    groups. If the copy differs, the tests prove nothing about what is deployed."""
+    """The unit tests load copies of the PrometheusRule's groups from ``tests/*.rules.yaml``
+    beside it (one copy of the group per alert, or one of all of it). Every rule in a copy
+    must be the deployed rule, and every deployed rule must have a copy; otherwise the tests
+    prove nothing about what is deployed."""
     yaml = YAML(typ="safe")
     findings: list[Finding] = []
+    copies: dict[Path, list[tuple[str, Any]]] = {}  # directory -> (file, parsed copy)
     for src in sources:
-        copy_rel = (Path(src.rel_file).parent / "tests" / f"{src.name}.rules.yaml").as_posix()
-        copy = root / copy_rel
-        if not copy.is_file():
-            continue
-        try:
-            data = yaml.load(copy.read_text()) or {}
-        except Exception as exc:  # promtool test rules reports the YAML error in full
-            data = {"error": str(exc)}
-        if not isinstance(data, dict) or data.get("groups") != src.groups:
-            findings.append(
-                Finding(
-                    display(copy_rel),
-                    "PrometheusRule",
-                    src.name,
-                    "/groups",
-                    f"differs from spec.groups of {src.display_file}; the unit tests would "
-                    "test a stale copy of the rules (recompile)",
-                    "standbyc",
+        tests_dir = Path(src.rel_file).parent / "tests"
+        if tests_dir not in copies:
+            copies[tests_dir] = []
+            for path in sorted((root / tests_dir).glob("*.rules.yaml")):
+                try:
+                    data: Any = yaml.load(path.read_text()) or {}
+                except Exception as exc:  # promtool test rules reports the YAML error in full
+                    data = {"error": str(exc)}
+                copies[tests_dir].append(((tests_dir / path.name).as_posix(), data))
+        deployed = {g.get("name"): g for g in src.groups if isinstance(g, dict)}
+        covered: set[tuple[str, int]] = set()
+        mine = differs = 0
+        for copy_rel, data in copies[tests_dir]:
+            groups = data.get("groups") if isinstance(data, dict) else None
+            names = [g.get("name") for g in groups or [] if isinstance(g, dict)]
+            if not any(n in deployed for n in names):
+                continue  # a copy of another PrometheusRule in this directory
+            mine += 1
+            if not _is_copy_of(groups or [], deployed, covered):
+                differs += 1
+                findings.append(
+                    _stale(
+                        display(copy_rel),
+                        src,
+                        "/groups",
+                        f"differs from spec.groups of {src.display_file}; the unit tests "
+                        "would test a stale copy of the rules (recompile)",
+                    )
                 )
-            )
+        if not mine or differs:
+            continue  # no unit tests for this PrometheusRule, or a stale copy said so
+        for gi, (name, group) in enumerate(deployed.items()):
+            for i, rule in enumerate(group.get("rules") or []):
+                if (str(name), i) not in covered:
+                    rule_name = rule.get("alert") or rule.get("record")
+                    findings.append(
+                        _stale(
+                            display(src.rel_file),
+                            src,
+                            f"/spec/groups/{gi}/rules/{i}",
+                            f"no copy under tests/ holds {rule_name!r}: no unit test covers "
+                            "it (recompile)",
+                        )
+                    )
     return findings
+
+
+def _is_copy_of(groups: list[Any], deployed: dict[Any, Any], covered: set[tuple[str, int]]) -> bool:
+    """Whether every group in a copy is the deployed group of that name with some of its
+    rules (noting which ones in ``covered``)."""
+    for group in groups:
+        if not isinstance(group, dict) or group.get("name") not in deployed:
+            return False
+        real = deployed[group["name"]]
+        if {k: v for k, v in group.items() if k != "rules"} != {
+            k: v for k, v in real.items() if k != "rules"
+        }:
+            return False
+        real_rules = real.get("rules") or []
+        for rule in group.get("rules") or []:
+            if rule not in real_rules:
+                return False
+            covered.add((str(group["name"]), real_rules.index(rule)))
+    return True
+
+
+def _stale(file: str, src: promtool.RuleSource, pointer: str, message: str) -> Finding:
+    return Finding(file, "PrometheusRule", src.name, pointer, message, "standbyc")
 
 
 def _merge_versions(findings: Sequence[Finding]) -> list[Finding]:
@@ -192,16 +263,63 @@ def run_gate(
     tools.require("kubeconform")
     tools.require("promtool")
     have_pint = tools.find("pint") is not None
+    have_kyverno = tools.find(kyverno.TOOL) is not None
     sd = schemas.ensure(schema_dir or default_schema_dir(), versions)
 
-    manifests, tests = discover(root)
-    if only is not None:
-        prefixes = spec_prefixes(only)
-        manifests = [m for m in manifests if _under(m, prefixes)]
-        tests = [t for t in tests if _under(t, prefixes)]
+    manifests, tests, policy_tests = _targets(root, only)
+    # Passes remembered from earlier runs over the same bytes with the same tools are
+    # not run again (compiler.gate.memo): a whole tree's, else each file's.
+    memo = GateMemo(root, sd.identity())
+    context = (shown_root, ",".join(versions), f"{have_pint}{have_kyverno}")
+    tree_key = memo.tree_key(sorted(spec_prefixes(only)) if only is not None else None, *context)
+    if memo.store.enabled and isinstance(seen := memo.store.get_json(tree_key), dict):
+        try:
+            again = Report.from_dict(seen)
+        except (KeyError, TypeError):  # a damaged entry: validate
+            again = None
+        if again is not None and again.ok:
+            counted = len(again.rule_checks) + len(again.rule_tests) + len(again.policy_tests)
+            return replace(again, reused=counted + again.resource_files * len(versions),
+                           tool_seconds={}, wall_seconds=time.perf_counter() - started)  # fmt: skip
+    setup = _Setup(root, versions, shown_root, sd, manifests, tests, policy_tests,
+                   have_pint, have_kyverno, memo)  # fmt: skip
+    report = _validate(setup, started, cpu_started, children_started)
+    if report.ok and not report.findings:
+        memo.store.put_json(tree_key, report.to_dict())
+    return report
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What ``run_gate`` found before any tool runs."""
+
+    root: Path
+    versions: tuple[str, ...]
+    shown_root: str
+    sd: schemas.SchemaDir
+    manifests: list[str]
+    tests: list[str]
+    policy_tests: list[str]
+    have_pint: bool
+    have_kyverno: bool
+    memo: GateMemo
+
+    def display(self, rel: str) -> str:
+        return f"{self.shown_root}/{rel}" if self.shown_root else rel
+
+
+def _validate(setup: _Setup, started: float, cpu_started: float, children_started: float) -> Report:
+    """Run every validator over what the remembered passes do not cover."""
+    root, versions, shown_root, sd, memo = (
+        setup.root, setup.versions, setup.shown_root, setup.sd, setup.memo
+    )  # fmt: skip
+    manifests, tests, policy_tests = setup.manifests, setup.tests, setup.policy_tests
+    have_pint, have_kyverno, display = setup.have_pint, setup.have_kyverno, setup.display
+    unit_tests = memo.split(tests, memo.test_key)
+    policies_split = memo.split(policy_tests if have_kyverno else [], memo.policy_key)
     workers = max(1, (os.cpu_count() or 1) // max(1, len(versions)))
     # promtool tests one file after another; with many files, one process per core.
-    test_batches = _batches(tests, os.cpu_count() or 1, min_size=25)
+    test_batches = _batches(unit_tests.todo, os.cpu_count() or 1, min_size=25)
     waited = 0.0  # time this thread spent blocked on tool processes
 
     def wait(future: Future[_T]) -> _T:
@@ -214,18 +332,18 @@ def run_gate(
 
     with (
         tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp_name,
-        ThreadPoolExecutor(max_workers=len(versions) + len(test_batches) + 2) as pool,
+        ThreadPoolExecutor(max_workers=len(versions) + len(test_batches) + 3) as pool,
     ):
         tmp = Path(tmp_name)
         # kubeconform and the unit tests need nothing from us: start them first, and read
         # the PrometheusRules while they run.
         kube_runs = [
             pool.submit(
-                kubeconform.run,
+                memo.kubeconform_run,
                 sd,
                 v,
                 manifests,
-                cwd=root,
+                display=display,
                 display_root=shown_root,
                 workers=workers,
             )
@@ -235,22 +353,34 @@ def run_gate(
             pool.submit(promtool.test_rules, batch, cwd=root, display=display)
             for batch in test_batches
         ]
+        policies = pool.submit(kyverno.run, policies_split.todo, cwd=root, display=display)
         sources = _rule_sources(root, manifests, display)
-        checked = pool.submit(_check_then_lint, sources, tmp, have_pint)
+        rules = memo.split(sources, lambda src: memo.rules_key(src.groups))
+        checked = pool.submit(_check_then_lint, rules.todo, tmp, have_pint)
         kube_results = [wait(f) for f in kube_runs]
-        check_outcome, pint_outcome = wait(checked)
-        test_outcome = promtool.merge([wait(f) for f in tested])
+        check_ran, pint_outcome = wait(checked)
+        test_ran = promtool.merge([wait(f) for f in tested])
+        policy_ran = wait(policies)
+
+    linted = pint_outcome.findings if pint_outcome else ()
+    check_outcome = memo.merged(check_ran, rules, lambda src: src.display_file, linted)
+    test_outcome = memo.merged(test_ran, unit_tests, display)
+    policy_outcome = memo.merged(
+        policy_ran, policies_split, lambda d: display(f"{d}/{kyverno.TEST_FILE}")
+    )
 
     kube_findings = _merge_versions([f for r in kube_results for f in r.findings])
     findings = [*kube_findings, *check_outcome.findings]
     if pint_outcome is not None:
         findings += pint_outcome.findings
     findings += test_outcome.findings
+    findings += policy_outcome.findings
     findings += _stale_test_rules(root, sources, display)
     tool_seconds = {
         "kubeconform": sum(r.seconds for r in kube_results),
         "promtool": check_outcome.seconds + test_outcome.seconds,
         "pint": pint_outcome.seconds if pint_outcome else 0.0,
+        "kyverno": policy_outcome.seconds,
     }
     return Report(
         root=shown_root or ".",
@@ -261,8 +391,11 @@ def run_gate(
         rule_checks=check_outcome.results,
         rule_tests=test_outcome.results,
         pint=_pint_status(have_pint, sources),
+        policy_tests=policy_outcome.results,
+        kyverno=_kyverno_status(have_kyverno, policy_tests),
         tool_seconds=tool_seconds,
         tools_wall_seconds=waited,
+        reused=memo.reused,
         own_cpu_seconds=time.process_time() - cpu_started,
         tools_cpu_seconds=_children_cpu() - children_started,
         wall_seconds=time.perf_counter() - started,
@@ -291,6 +424,15 @@ def _check_then_lint(
     checked = promtool.check_rules(sources, tmp)
     linted = pint.lint(sources, tmp) if have_pint and sources else None
     return checked, linted
+
+
+def _kyverno_status(have: bool, dirs: Sequence[str]) -> str:
+    if not dirs:
+        return "no policy tests"
+    if not have:
+        hint = tools.install_hint(kyverno.TOOL)
+        return f"not installed, {len(dirs)} policy tests not run (install: {hint})"
+    return "ran"
 
 
 def _pint_status(have_pint: bool, sources: Sequence[promtool.RuleSource]) -> str:

@@ -15,6 +15,7 @@ _VERSION_ARGS = {
     "kubeconform": ["-v"],
     "promtool": ["--version"],
     "pint": ["version"],
+    "kubectl-kyverno": ["version"],
     "go": ["version"],
 }
 _VERSION = re.compile(r"v?(\d+\.\d+(?:\.\d+)?)")

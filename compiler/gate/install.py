@@ -86,6 +86,7 @@ def download_crd_modules(pins: Pins, log: Callable[[str], None]) -> None:
 
 def install(pins: Pins, names: Iterable[str], dest: Path, log: Callable[[str], None]) -> list[str]:
     """Build the named tools (from ``pins.tools`` and ``pins.test_tools``) into ``dest``."""
+    dest = dest.resolve()  # GOBIN must be absolute
     dest.mkdir(parents=True, exist_ok=True)
     every = {**pins.tools, **pins.test_tools}
     built: list[str] = []

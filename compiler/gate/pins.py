@@ -21,6 +21,7 @@ class ToolPin:
     ldflags: str = ""  # with {version} and {release}: what the release build sets
     release: str | None = None
     fallback_apt: str | None = None
+    optional: bool = False  # a long build: `standbyc tools install --optional`
 
     @property
     def stamp(self) -> str:

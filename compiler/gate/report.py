@@ -20,7 +20,7 @@ class Finding:
     name: str
     pointer: str
     message: str
-    tool: str  # kubeconform | promtool-check | promtool-test | pint | standbyc
+    tool: str  # kubeconform | promtool-check | promtool-test | pint | kyverno | standbyc
     severity: Severity = "error"
     kube_versions: tuple[str, ...] = ()  # kubeconform only: the versions that reported it
 
@@ -75,8 +75,11 @@ class Report:
     rule_checks: tuple[FileResult, ...]
     rule_tests: tuple[FileResult, ...]
     pint: str  # "ran", or why it did not
+    policy_tests: tuple[FileResult, ...] = ()  # kyverno test, one per kyverno-test.yaml
+    kyverno: str = ""  # "ran", or why it did not
     tool_seconds: dict[str, float] = field(default_factory=dict)  # summed wall time per tool
     tools_wall_seconds: float = 0.0  # time standbyc sat waiting for the (concurrent) tools
+    reused: int = 0  # passes taken from the cache (same bytes, same tools)
     wall_seconds: float = 0.0
     own_cpu_seconds: float = 0.0  # CPU time of the standbyc process itself, all threads
     tools_cpu_seconds: float = 0.0  # CPU time of the tool processes
@@ -92,6 +95,7 @@ class Report:
             and all(v.ok for v in self.versions)
             and all(r.ok for r in self.rule_checks)
             and all(t.ok for t in self.rule_tests)
+            and all(t.ok for t in self.policy_tests)
         )
 
     @property
@@ -117,7 +121,14 @@ class Report:
         passed = sum(t.ok for t in self.rule_tests)
         lines.append(f"  promtool test rules:  {passed}/{len(self.rule_tests)} test files passed")
         lines.append(f"  pint: {self.pint}")
+        if self.kyverno == "ran":
+            passed = sum(t.ok for t in self.policy_tests)
+            lines.append(f"  kyverno test: {passed}/{len(self.policy_tests)} policy tests passed")
+        elif self.kyverno:
+            lines.append(f"  kyverno: {self.kyverno}")
         n_err, n_warn = len(self.errors), len(self.findings) - len(self.errors)
+        if self.reused:
+            lines.append(f"  {self.reused} passes reused from the cache (same bytes, same tools)")
         verdict = "PASSED" if self.ok else "FAILED"
         lines.append(f"{verdict}: {n_err} errors, {n_warn} warnings")
         return "\n".join(lines)
@@ -130,3 +141,27 @@ class Report:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        """The report ``to_dict`` gave (timings included; the caller replaces them)."""
+
+        def results(key: str) -> tuple[FileResult, ...]:
+            return tuple(FileResult(**r) for r in data.get(key, ()))
+
+        return cls(
+            root=data["root"],
+            kube_versions=tuple(data["kube_versions"]),
+            resource_files=data["resource_files"],
+            findings=tuple(
+                Finding(**{**f, "kube_versions": tuple(f["kube_versions"])})
+                for f in data["findings"]
+            ),
+            versions=tuple(VersionResult(**v) for v in data["versions"]),
+            rule_checks=results("rule_checks"),
+            rule_tests=results("rule_tests"),
+            pint=data["pint"],
+            policy_tests=results("policy_tests"),
+            kyverno=data.get("kyverno", ""),
+            reused=data.get("reused", 0),
+        )

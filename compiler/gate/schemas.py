@@ -73,6 +73,14 @@ class SchemaDir:
             f"{self.crds}/{{{{.ResourceKind}}}}{{{{.KindSuffix}}}}.json",
         ]
 
+    def identity(self) -> str:
+        """The schema set as a cache key part: where it is and what its build recorded."""
+        try:
+            recorded = hashlib.sha256((self.root / MANIFEST).read_bytes()).hexdigest()
+        except OSError:
+            recorded = "-"
+        return f"{self.root.resolve()}:{recorded}"
+
     def manifest(self) -> dict[str, Any] | None:
         try:
             data: dict[str, Any] = json.loads((self.root / MANIFEST).read_text())

@@ -12,6 +12,7 @@ rendering).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
@@ -76,10 +77,16 @@ class Emitted:
         return str(meta.get("name", ""))
 
     @property
+    def is_test_data(self) -> bool:
+        """Under tests/: input for a validator (promtool, kyverno), never applied or decorated,
+        whatever its kind."""
+        return self.relpath.startswith("tests/")
+
+    @property
     def is_resource(self) -> bool:
         """Listed in kustomization.yaml: an object of an applied kind (not a data file)."""
         row = kinds.BY_NAME.get(self.kind)
-        return row is not None and row.applied
+        return row is not None and row.applied and not self.is_test_data
 
 
 class Renderer:
@@ -88,6 +95,8 @@ class Renderer:
     def __init__(self, override_dir: Path | None = None) -> None:
         search = [str(override_dir)] if override_dir else []
         search.append(str(packaged_templates()))
+        self._search = [Path(d) for d in search]
+        self._digest: str | None = None
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(search),
             undefined=jinja2.StrictUndefined,
@@ -100,6 +109,19 @@ class Renderer:
         # Templates see only the context a renderer passes (no jinja globals such as
         # ``namespace``, which would silently stand in for a missing value).
         self.env.globals.clear()
+
+    @property
+    def digest(self) -> str:
+        """The templates this renderer reads, as a cache key part."""
+        if self._digest is None:
+            h = hashlib.sha256()
+            for i, directory in enumerate(self._search):
+                for path in sorted(directory.rglob("*")) if directory.is_dir() else ():
+                    if path.is_file():
+                        h.update(f"{i}:{path.relative_to(directory).as_posix()}\0".encode())
+                        h.update(hashlib.sha256(path.read_bytes()).digest())
+            self._digest = h.hexdigest()
+        return self._digest
 
     def render_text(self, template: str, context: dict[str, Any]) -> str:
         try:

@@ -41,16 +41,26 @@ def channel_args(plan: Plan) -> tuple[dict[str, int], dict[str, int]]:
     server = {
         "grpc.max_concurrent_streams": pool.upstream.max_concurrent_streams,
         "grpc.max_connection_age_ms": g.max_connection_age,
-        "grpc.max_connection_age_grace_ms": g.max_connection_age_grace,
         # Must be <= the client keepalive, or the server answers GOAWAY too_many_pings.
         "grpc.http2.min_ping_interval_without_data_ms": g.server_min_ping_interval,
         "grpc.keepalive_permit_without_calls": permit,
     }
+    if g.max_connection_age_grace is not None:  # unset: gRPC's default, no limit
+        server["grpc.max_connection_age_grace_ms"] = g.max_connection_age_grace
     return client, server
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
     pool = plan.pool
+    grpc: dict[str, object] = {
+        "keepaliveTime": _seconds(pool.grpc.keepalive_time),
+        "keepaliveTimeout": _seconds(pool.grpc.keepalive_timeout),
+        "maxConnectionAge": _seconds(pool.grpc.max_connection_age),
+        "serverMinPingInterval": _seconds(pool.grpc.server_min_ping_interval),
+        "permitWithoutCalls": pool.grpc.permit_without_calls,
+    }
+    if pool.grpc.max_connection_age_grace is not None:  # unset: gRPC's default, no limit
+        grpc["maxConnectionAgeGrace"] = _seconds(pool.grpc.max_connection_age_grace)
     seed_shape = {
         "upstream": {
             "keepalive": pool.upstream.keepalive,
@@ -61,14 +71,7 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
             "enabled": pool.http2.enabled,
             "maxConcurrentStreams": pool.http2.max_concurrent_streams,
         },
-        "grpc": {
-            "keepaliveTime": _seconds(pool.grpc.keepalive_time),
-            "keepaliveTimeout": _seconds(pool.grpc.keepalive_timeout),
-            "maxConnectionAge": _seconds(pool.grpc.max_connection_age),
-            "maxConnectionAgeGrace": _seconds(pool.grpc.max_connection_age_grace),
-            "serverMinPingInterval": _seconds(pool.grpc.server_min_ping_interval),
-            "permitWithoutCalls": pool.grpc.permit_without_calls,
-        },
+        "grpc": grpc,
     }
     ingress_nginx = {
         "upstream-keepalive-connections": str(pool.upstream.keepalive),

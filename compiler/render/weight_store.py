@@ -7,6 +7,12 @@ from __future__ import annotations
 from compiler.plan import Plan
 from compiler.render.base import Emitted, Renderer, filename
 
+HBONE_PORT = 15008
+
+
+def _ambient(plan: Plan) -> bool:
+    return plan.pool.istio.enabled and plan.pool.istio.mode == "ambient"
+
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
     store = plan.sync.store
@@ -34,7 +40,8 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
             "name": name,
             "selector": selector,
             "from_selector": plan.sync.pod_labels,
-            "port": store.port,
+            # Istio ambient: ztunnel delivers mesh traffic to the pod on HBONE, port 15008.
+            "ports": [store.port, *([HBONE_PORT] if _ambient(plan) else [])],
         },
         "NetworkPolicy",
     )

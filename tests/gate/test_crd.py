@@ -89,7 +89,8 @@ def test_our_crd_converts_strictly() -> None:
 
 def test_pin_file_is_complete() -> None:
     p = pins.load()
-    assert set(p.tools) == {"kubeconform", "promtool", "pint"}
+    assert set(p.tools) == {"kubeconform", "promtool", "pint", "kubectl-kyverno"}
+    assert [n for n, t in p.tools.items() if t.optional] == ["kubectl-kyverno"]
     assert {"1.29", "1.34"} <= set(p.kube_default_matrix) <= set(p.kube_available)
     for src in p.crds:
         assert src.package_data or (src.module and src.version and src.sum and src.sha256)

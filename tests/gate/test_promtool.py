@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from compiler.gate import run_gate
+from tests.conftest import OUT
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED = "out/inference-system/seed"
@@ -101,4 +102,22 @@ def test_stale_rules_copy_under_tests_is_an_error(validators: Path, tmp_path: Pa
         f"{SEED}/tests/seed-egress.rules.yaml: PrometheusRule/seed-egress: /groups: differs from "
         f"spec.groups of {SEED}/prometheusrule-seed-egress.yaml; the unit tests would test a "
         "stale copy of the rules (recompile)"
+    ]
+
+
+def test_a_deployed_rule_without_a_tested_copy_is_an_error(
+    validators: Path, tmp_path: Path
+) -> None:
+    """Each alert's tests load a copy of the group with that alert alone; an alert in the
+    PrometheusRule that no copy holds would be deployed untested."""
+    tree = tmp_path / "out"
+    shutil.copytree(OUT, tree)
+    spec_dir = tree / "inference-system/inference-engine"
+    (spec_dir / "tests/standby-weights-behind.rules.yaml").unlink()
+    (spec_dir / "tests/standby-weights-behind.test.yaml").unlink()
+    report = run_gate(tree, schema_dir=validators, display_root="out")
+    assert [f.render() for f in report.errors] == [
+        "out/inference-system/inference-engine/prometheusrule-inference-engine-failover.yaml: "
+        "PrometheusRule/inference-engine-failover: /spec/groups/0/rules/5: no copy under tests/ "
+        "holds 'StandbyWeightsBehind': no unit test covers it (recompile)"
     ]

@@ -43,7 +43,12 @@ def _expected(rule: dict[str, Any], labels: dict[str, str], value: float) -> dic
 def _promtool_test(
     compiled: Path, tmp_path: Path, series: dict[str, float], expect: dict[str, list[Any]]
 ) -> subprocess.CompletedProcess[str] | tools.Result:
-    rules_file = compiled / SPEC_DIR / "tests/inference-engine-failover.rules.yaml"
+    # The deployed rules, as promtool reads them (the groups of the PrometheusRule).
+    rule_obj = yaml.safe_load(
+        (compiled / SPEC_DIR / "prometheusrule-inference-engine-failover.yaml").read_text()
+    )
+    rules_file = tmp_path / "deployed.rules.yaml"
+    rules_file.write_text(yamlio.dump({"groups": rule_obj["spec"]["groups"]}))
     doc = {
         "rule_files": [str(rules_file)],
         "evaluation_interval": "30s",

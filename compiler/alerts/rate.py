@@ -1,0 +1,297 @@
+"""What the two bandwidth alerts share: their expression, and promtool cases fed with
+series shaped as a real cluster exports them.
+
+Cases, each one failing when the rule departs from the spec in one way:
+- *fires exactly* ``for`` after the traffic crosses the threshold by 2 % (a changed
+  threshold or ``for`` moves or stops it), and *stays silent* 2 % below;
+- *window*: traffic that starts from idle crosses the threshold at a time set by the rate
+  window (a changed window moves it);
+- *keeps firing*, as one alert with the same labels, through one missed kubelet scrape and
+  one missed kube-state-metrics scrape (which only ``keep_firing_for`` bridges: traffic
+  over the threshold reads below it for an evaluation), a counter that restarts, and
+  the pod relabelled from one tier to another while the two kube-state-metrics replicas
+  disagree for a scrape.
+
+Interfaces: a pod's egress is split over ``eth0`` and a second interface (``net1``, as
+Multus adds); loopback carries far more and must never count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from compiler import units
+from compiler.alerts.base import (
+    MARGIN,
+    OTHER_NAMESPACE,
+    OTHER_TIER,
+    Alert,
+    Case,
+    Check,
+    Context,
+    Series,
+    counter_values,
+    indent,
+)
+from compiler.spec import RateAlert
+
+LOUD = 1.5  # traffic that must not match: other namespace, other tier
+LOOPBACK = 4.0  # loopback traffic, never counted
+INTERFACES = (("eth0", 0.75), ("net1", 0.25))
+
+
+def keep_firing(ctx: Context, cfg: RateAlert) -> int:
+    """keep_firing_for: the spec's, or two scrape intervals, so one missed scrape (which
+    leaves a rate window short of its first sample for an evaluation) cannot resolve an
+    alert mid-incident."""
+    return 2 * ctx.scrape_ms if cfg.keep_firing_for is None else cfg.keep_firing_for
+
+
+def expression(ctx: Context, cfg: RateAlert, key: str, *, per_pod: bool) -> str:
+    tiers = [t.name for t in ctx.plan.tiers]
+    bits = units.human_bits(cfg.threshold)
+    joined = (
+        f"(\n{indent(ctx.egress_bytes(cfg.window))}\n"
+        "  * on (namespace, pod)\n"
+        f"{indent(ctx.pod_tiers(tiers))}\n)"
+    )
+    if per_pod:
+        head = f"# bytes/s x 8 = bit/s per pod; threshold {bits} (spec.alerts.{key})\n"
+        return f"{head}{joined} * 8 > {units.float_literal(cfg.threshold)}\n"
+    head = (
+        f"# bytes/s x 8 = bit/s, summed over tiers {', '.join(tiers)}; "
+        f"threshold {bits} (spec.alerts.{key})\n"
+    )
+    return f"{head}sum by (namespace) {joined} * 8 > {units.float_literal(cfg.threshold)}\n"
+
+
+def gauge(steps: int, on: int = 0, off: int | None = None, stale: int | None = None) -> str:
+    """promtool values of a 0/1 gauge: absent before step ``on``, 1 from there, a staleness
+    marker at ``off`` (the series is gone) or at ``stale`` (one missed scrape)."""
+    tokens = ["_"] * on
+    end = steps if off is None else off
+    run = 0
+    for i in range(on, end):
+        if i == stale:
+            tokens += ([f"1x{run - 1}" if run > 1 else "1"] if run else []) + ["stale"]
+            run = 0
+            continue
+        run += 1
+    if run:
+        tokens.append(f"1x{run - 1}" if run > 1 else "1")
+    if off is not None:
+        tokens.append("stale")
+    return " ".join(tokens)
+
+
+class Scenario:
+    """One case's traffic: the matching pods, their counters and kube_pod_labels."""
+
+    def __init__(self, ctx: Context, cfg: RateAlert, steps: int, *, per_pod: bool) -> None:
+        self.ctx, self.cfg, self.steps = ctx, cfg, steps
+        tiers = [t.name for t in ctx.plan.tiers]
+        self.tiers = tiers
+        self.pods = (
+            [("standby-0", tiers[0])]
+            if per_pod
+            else [(f"standby-{i}", tiers[i % len(tiers)]) for i in range(2)]
+        )
+
+    def per_step(self, factor: float) -> float:
+        """Bytes one matching pod sends in one scrape interval at ``factor`` x threshold."""
+        return self.cfg.threshold / 8 * factor / len(self.pods) * self.ctx.scrape_ms / 1000
+
+    def counters(
+        self,
+        pod: str,
+        incs: list[float],
+        namespace: str | None = None,
+        *,
+        stale: frozenset[int] = frozenset(),
+        reset_at: int | None = None,
+    ) -> list[Series]:
+        out = [
+            self.ctx.sandbox_counter(
+                pod,
+                interface,
+                counter_values([i * share for i in incs], stale=stale, reset_at=reset_at),
+                namespace,
+            )
+            for interface, share in INTERFACES
+        ]
+        loud = self.per_step(LOOPBACK) * len(self.pods)
+        lo = counter_values([loud] * len(incs), stale=stale)
+        return [*out, self.ctx.sandbox_counter(pod, "lo", lo, namespace)]
+
+    def constant(self, factor: float) -> list[float]:
+        return [self.per_step(factor)] * (self.steps - 1)
+
+    def foreign(self, on: int) -> list[Series]:
+        """Loud pods that must never match: the same name in another namespace, and a pod
+        of the engine in another tier."""
+        loud = self.constant(LOUD * len(self.pods))
+        labels = gauge(self.steps, on)
+        return [
+            *self.counters(self.pods[0][0], loud, OTHER_NAMESPACE),
+            *self.ctx.labels_series(self.pods[0][0], self.tiers[0], labels, OTHER_NAMESPACE),
+            *self.counters("other-tier-0", loud),
+            *self.ctx.labels_series("other-tier-0", OTHER_TIER, labels),
+        ]
+
+
+def cases(ctx: Context, alert: Alert, cfg: RateAlert, *, per_pod: bool) -> list[Case]:
+    s_ms = ctx.scrape_ms
+    # kube_pod_labels appears at t0, once the rate window is full of samples,
+    # so the expression turns true exactly at t0.
+    t0 = ctx.grid(cfg.window + 2 * s_ms)
+    on = t0 // s_ms
+    timeline = ctx.timeline(t0, cfg.for_)
+    base = Scenario(ctx, cfg, timeline.steps, per_pod=per_pod)
+
+    identity = {"namespace": ctx.ns} | ({"pod": base.pods[0][0]} if per_pod else {})
+
+    def firing(tier: str | None = None) -> list[dict[str, Any]]:
+        """The one alert expected; per pod, its annotation names the tier."""
+        return [ctx.expected(alert, identity, (tier or base.pods[0][1]) if per_pod else None)]
+
+    def at(factor: float) -> list[Series]:
+        out: list[Series] = []
+        for pod, tier in base.pods:
+            out += base.counters(pod, base.constant(factor))
+            out += ctx.labels_series(pod, tier, gauge(base.steps, on))
+        return out + base.foreign(on)
+
+    bits = units.human_bits(cfg.threshold)
+    out = ctx.fires_then_silent(
+        alert,
+        timeline,
+        (
+            f"{alert.name} fires {units.prom_duration(cfg.for_)} after crossing "
+            f"{bits} by {MARGIN:.0%}",
+            at(1 + MARGIN),
+            firing(),
+        ),
+        (f"{alert.name} stays silent {MARGIN:.0%} below {bits}", at(1 - MARGIN)),
+    )
+    window = _window_case(ctx, alert, cfg, base, firing(), per_pod=per_pod)
+    if window is not None:
+        out.append(window)
+    out += _holding_cases(ctx, alert, cfg, timeline.fire, per_pod=per_pod, firing=firing)
+    return out
+
+
+def _window_case(
+    ctx: Context,
+    alert: Alert,
+    cfg: RateAlert,
+    base: Scenario,
+    expected: list[dict[str, Any]],
+    *,
+    per_pod: bool,
+) -> Case | None:
+    """Traffic from idle crosses the threshold after K of the window's m scrape intervals.
+
+    With evaluations on scrape times, a window of W holds m + 1 samples (m = ceil(W/S) - 1)
+    and rate() is the increase over those m intervals divided by m*S. At f x threshold,
+    k intervals into the ramp the expression is f*k/m x threshold: choosing
+    f = m/(K - 1/2) makes it turn true at exactly k = K, with a third of a step of margin
+    either side. Evaluations off the scrape grid make the crossing depend on rate()'s
+    extrapolation, so the case is left out there.
+    """
+    s_ms, e_ms = ctx.scrape_ms, ctx.eval_ms
+    if e_ms % s_ms:
+        return None
+    m = math.ceil(cfg.window / s_ms) - 1
+    k = math.ceil(m / 2)
+    factor = m / (k - 0.5)
+    idle = m + 2  # steps of idle traffic first
+    t_true = math.ceil((idle + k) * s_ms / e_ms) * e_ms
+    timeline = ctx.timeline(t_true, cfg.for_)
+    scenario = Scenario(ctx, cfg, timeline.steps, per_pod=per_pod)
+    incs = [0.0] * idle + [scenario.per_step(factor)] * (timeline.steps - 1 - idle)
+    inputs: list[Series] = []
+    for pod, tier in scenario.pods:
+        inputs += scenario.counters(pod, incs)
+        inputs += ctx.labels_series(pod, tier, gauge(timeline.steps))
+    return Case(
+        f"{alert.name} fires when a ramp from idle fills {k} of the "
+        f"{units.prom_duration(cfg.window)} window's {m} scrape intervals, "
+        f"{units.prom_duration(cfg.for_)} later",
+        inputs,
+        [Check(timeline.fire - e_ms, []), Check(timeline.fire, expected)],
+    )
+
+
+def _holding_cases(
+    ctx: Context,
+    alert: Alert,
+    cfg: RateAlert,
+    fire: int,
+    *,
+    per_pod: bool,
+    firing: Callable[[str | None], list[dict[str, Any]]],
+) -> list[Case]:
+    s_ms, e_ms = ctx.scrape_ms, ctx.eval_ms
+    t0 = ctx.grid(cfg.window + 2 * s_ms)
+    on = t0 // s_ms
+    event = math.ceil(fire / s_ms) + 1  # the scrape after the alert fired
+    end = ctx.grid(event * s_ms + cfg.window + 2 * s_ms)
+    steps = end // s_ms + 2
+    sc = Scenario(ctx, cfg, steps, per_pod=per_pod)
+    # A missed scrape at the start of the window leaves rate() extrapolating over half an
+    # interval instead of one and a half: it reads (W - 1.5 S)/W of the true rate for an
+    # evaluation. The traffic sits halfway between the threshold and the rate that reading
+    # would need, so only keep_firing_for holds the alert through it.
+    hold = sc.constant((1 + cfg.window / (cfg.window - 1.5 * s_ms)) / 2)
+    evals = range(fire, end + 1, e_ms)
+    out: list[Case] = []
+
+    def case(name: str, inputs: list[Series], tier_at: dict[int, str] | None = None) -> Case:
+        checks = [Check(t, firing((tier_at or {}).get(t))) for t in evals]
+        return Case(name, inputs, checks)
+
+    if keep_firing(ctx, cfg):
+        inputs: list[Series] = []
+        for pod, tier in sc.pods:
+            inputs += sc.counters(pod, hold, stale=frozenset({event}))
+            first, second = ctx.labels_series(pod, tier, gauge(steps, on))
+            inputs += [Series(first.series, gauge(steps, on, stale=event + 1)), second]
+        out.append(
+            case(
+                f"{alert.name} keeps firing through a missed kubelet scrape and a missed "
+                "kube-state-metrics scrape",
+                inputs,
+            )
+        )
+    inputs = []
+    for pod, tier in sc.pods:
+        inputs += sc.counters(pod, hold, reset_at=event)
+        inputs += ctx.labels_series(pod, tier, gauge(steps, on))
+    out.append(case(f"{alert.name} keeps firing through a counter reset", inputs))
+
+    if len(sc.tiers) > 1:
+        old, new = sc.tiers[-1], sc.tiers[0]
+        pod = sc.pods[0][0]
+        switch = (event, event + 1)  # replica 0 sees the relabel one scrape before replica 1
+        inputs = []
+        for p, tier in sc.pods:
+            inputs += sc.counters(p, hold)
+            if p != pod:
+                inputs += ctx.labels_series(p, tier, gauge(steps, on))
+        before = ctx.labels_series(pod, old, [gauge(steps, on, off=sw) for sw in switch])
+        after = ctx.labels_series(pod, new, [gauge(steps, sw) for sw in switch])
+        inputs += before + after
+        tier_at = {
+            t: "/".join(sorted({new if sw * s_ms <= t else old for sw in switch})) for t in evals
+        }
+        out.append(
+            case(
+                f"{alert.name} keeps firing as one alert while {pod} is relabelled "
+                f"{old} -> {new} and the kube-state-metrics replicas disagree for a scrape",
+                inputs,
+                tier_at if per_pod else None,
+            )
+        )
+    return out

@@ -1,0 +1,215 @@
+"""Which validator passes the gate can reuse: a pass is remembered under a key over the
+exact bytes checked and the exact tool (its path, size and modification time) and schemas
+that checked them. Only passes are remembered; anything else runs again."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from compiler import cache, tools
+from compiler.gate import kubeconform
+from compiler.gate.promtool import Outcome
+from compiler.gate.report import FileResult, Finding, VersionResult
+
+T = TypeVar("T")
+
+_RULE_FILES = re.compile(r"^rule_files:\n((?:[ \t]*- .*\n)+)", re.MULTILINE)
+_POLICIES = re.compile(r"^policies:\n((?:[ \t]*- .*\n)+)", re.MULTILINE)
+
+
+def _listed(block: re.Match[str] | None) -> list[str] | None:
+    if block is None:
+        return None
+    items = [line.strip()[2:].strip().strip("'\"") for line in block.group(1).splitlines()]
+    if any(not item or any(c in item for c in "*?[{") for item in items):
+        return None  # a glob or an odd entry: do not guess what it loads
+    return items
+
+
+@dataclass
+class Split(Generic[T]):
+    """Items split into those to run and those whose pass was remembered."""
+
+    items: list[T] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    hits: dict[int, bytes] = field(default_factory=dict)  # by position in ``items``
+    todo: list[T] = field(default_factory=list)
+
+
+def documents(path: Path) -> int:
+    """How many resources kubeconform counts in a manifest (its non-empty documents)."""
+    docs = re.split(r"^---[ \t]*$", path.read_text(), flags=re.MULTILINE)
+    return sum(
+        1
+        for doc in docs
+        if any(ln.strip() and not ln.lstrip().startswith("#") for ln in doc.splitlines())
+    )
+
+
+class GateMemo:
+    def __init__(self, root: Path, schemas: str) -> None:
+        self.store = cache.Store("gate")
+        self.root = root
+        self.schemas = schemas  # identifies the schema set kubeconform validates against
+        self._bytes: dict[str, bytes] = {}
+        self._tools: dict[str, str] = {}
+        self.reused = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.store.enabled
+
+    def _read(self, rel: str) -> bytes:
+        if rel not in self._bytes:
+            self._bytes[rel] = (self.root / rel).read_bytes()
+        return self._bytes[rel]
+
+    def _tool(self, name: str) -> str:
+        if name not in self._tools:
+            found = tools.find(name)
+            self._tools[name] = cache.file_id(found) if found else "-"
+        return self._tools[name]
+
+    # -- keys: None when the inputs cannot be pinned down ------------------------------
+
+    def kube_key(self, version: str, rel: str) -> str:
+        return cache.key("kubeconform", self._tool("kubeconform"), self.schemas, version,
+                         self._read(rel))  # fmt: skip
+
+    def test_key(self, rel: str) -> str | None:
+        data = self._read(rel)
+        listed = _listed(_RULE_FILES.search(data.decode("utf-8", "replace")))
+        if listed is None:
+            return None
+        parent = Path(rel).parent
+        try:
+            rules = [self._read((parent / item).as_posix()) for item in listed]
+        except OSError:
+            return None
+        return cache.key("promtool-test", self._tool("promtool"), data, *listed, *rules)
+
+    def rules_key(self, groups: list[Any]) -> str:
+        text = json.dumps(groups, sort_keys=True, default=str)
+        return cache.key("promtool-check+pint", self._tool("promtool"), self._tool("pint"), text)
+
+    def policy_key(self, directory: str) -> str | None:
+        base = self.root / directory
+        try:
+            files = sorted(p for p in base.iterdir() if p.is_file())
+            test = (base / "kyverno-test.yaml").read_text()
+        except OSError:
+            return None
+        listed = _listed(_POLICIES.search(test))
+        if listed is None:
+            return None
+        parts: list[bytes | str] = ["kyverno", self._tool("kubectl-kyverno")]
+        try:
+            for path in files:
+                parts += [path.name, path.read_bytes()]
+            for item in listed:
+                parts += [item, (base / item).read_bytes()]
+        except OSError:
+            return None
+        return cache.key(*parts)
+
+    def tree_key(self, prefixes: Sequence[str] | None, *context: str) -> str:
+        """Every file the gate reads under ``prefixes`` (all of the root when None), with
+        the tools, the schemas and ``context``: the key of a whole run's report."""
+        parts: list[bytes | str] = ["gate-tree", self.schemas, *context]
+        parts += [self._tool(n) for n in ("kubeconform", "promtool", "pint", "kubectl-kyverno")]
+        tops = [self.root / p for p in prefixes] if prefixes is not None else [self.root]
+        for top in sorted(tops):
+            if top.is_file():
+                parts += [top.relative_to(self.root).as_posix(), top.read_bytes()]
+                continue
+            for dirpath, dirnames, filenames in os.walk(top):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for name in sorted(filenames):
+                    path = Path(dirpath) / name
+                    parts += [path.relative_to(self.root).as_posix(), path.read_bytes()]
+        return cache.key(*parts)
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def passed(self, k: str | None) -> bytes | None:
+        """What was remembered with the pass (b"" for a bare pass); None: run it."""
+        if k is None:
+            return None
+        found = self.store.get(k)
+        if found is not None:
+            self.reused += 1
+        return found
+
+    def remember(self, k: str | None, detail: bytes = b"") -> None:
+        if k is not None:
+            self.store.put(k, detail)
+
+    # -- around the tools ----------------------------------------------------------------
+
+    def split(self, items: Sequence[T], key: Callable[[T], str | None]) -> Split[T]:
+        out: Split[T] = Split(list(items))
+        for i, item in enumerate(items):
+            k = key(item)
+            out.keys.append(k)
+            hit = self.passed(k)
+            if hit is None:
+                out.todo.append(item)
+            else:
+                out.hits[i] = hit
+        return out
+
+    def merged(
+        self,
+        ran: Outcome,
+        split: Split[T],
+        shown: Callable[[T], str],
+        more_findings: Sequence[Finding] = (),
+    ) -> Outcome:
+        """``ran``'s results with the remembered passes put back in order; what passed now
+        (no finding of any tool on it) is remembered."""
+        by_file = {r.file: r for r in ran.results}
+        flagged = {f.file for f in (*ran.findings, *more_findings)}
+        results: list[FileResult] = []
+        for i, (item, k) in enumerate(zip(split.items, split.keys, strict=True)):
+            if i in split.hits:
+                results.append(FileResult(shown(item), True, split.hits[i].decode()))
+                continue
+            result = by_file.get(shown(item))
+            if result is None:
+                continue
+            results.append(result)
+            if result.ok and result.file not in flagged:
+                self.remember(k, result.detail.encode())
+        return Outcome(tuple(results), ran.findings, ran.seconds)
+
+    def kubeconform_run(
+        self,
+        schema_dir: Any,
+        version: str,
+        manifests: Sequence[str],
+        *,
+        display: Callable[[str], str],
+        display_root: str,
+        workers: int,
+    ) -> kubeconform.Run:
+        """kubeconform over the manifests whose pass at ``version`` is not remembered; the
+        remembered ones count as valid."""
+        split = self.split(manifests, lambda m: self.kube_key(version, m))
+        reused = sum(documents(self.root / manifests[i]) for i in split.hits)
+        if not split.todo:
+            return kubeconform.Run(VersionResult(version, reused, 0, 0, 0), (), 0.0)
+        ran = kubeconform.run(schema_dir, version, split.todo, cwd=self.root,
+                              display_root=display_root, workers=workers)  # fmt: skip
+        failed, todo = {f.file for f in ran.findings}, set(split.todo)
+        for m, k in zip(split.items, split.keys, strict=True):
+            if m in todo and display(m) not in failed:
+                self.remember(k)
+        v = ran.version
+        counts = VersionResult(version, v.valid + reused, v.invalid, v.errors, v.skipped)
+        return kubeconform.Run(counts, ran.findings, ran.seconds)

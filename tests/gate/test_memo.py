@@ -1,0 +1,83 @@
+"""Validator passes remembered by content: a second run over the same bytes with the same
+tools runs no tool and reports the same; a changed byte, a failure or a rebuilt tool runs
+again."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from compiler import tools
+from compiler.gate import run_gate
+from tests.conftest import OUT
+
+SPEC = "inference-system/inference-engine"
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("STANDBYC_CACHE", "on")
+    monkeypatch.setenv("STANDBYC_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    shutil.copytree(OUT, tmp_path / "out")
+    return tmp_path / "out"
+
+
+def _ran(report: object) -> dict[str, float]:
+    seconds: dict[str, float] = report.tool_seconds  # type: ignore[attr-defined]
+    return {tool: s for tool, s in seconds.items() if s > 0}
+
+
+def test_a_second_run_over_the_same_bytes_runs_no_tool(
+    tree: Path, cache_dir: Path, validators: Path
+) -> None:
+    first = run_gate(tree, schema_dir=validators, display_root="out")
+    assert first.ok and first.reused == 0
+    assert {"kubeconform", "promtool"} <= set(_ran(first))
+    second = run_gate(tree, schema_dir=validators, display_root="out")
+    assert second.ok
+    assert _ran(second) == {}
+    assert second.reused > 0
+    assert second.versions == first.versions  # the same counts of valid resources
+    assert second.rule_checks == first.rule_checks
+    assert [(r.file, r.ok) for r in second.rule_tests] == [(r.file, r.ok) for r in first.rule_tests]
+    assert [(r.file, r.ok) for r in second.policy_tests] == [
+        (r.file, r.ok) for r in first.policy_tests
+    ]
+    assert "passes reused from the cache" in second.summary_text()
+
+
+def test_a_changed_byte_runs_again_and_failures_are_never_remembered(
+    tree: Path, cache_dir: Path, validators: Path
+) -> None:
+    assert run_gate(tree, schema_dir=validators, display_root="out").ok
+    rules = tree / SPEC / "tests/inference-bandwidth-high.rules.yaml"
+    rules.write_text(rules.read_text().replace(") * 8 > 10000000000", ") > 10000000000"))
+    for _ in range(2):
+        report = run_gate(tree, schema_dir=validators, display_root="out")
+        assert not report.ok
+        assert "promtool" in _ran(report)
+        failed = [r.file for r in report.rule_tests if not r.ok]
+        assert failed == [f"out/{SPEC}/tests/inference-bandwidth-high.test.yaml"]
+
+
+def test_a_rebuilt_tool_runs_again(
+    tree: Path, cache_dir: Path, validators: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run_gate(tree, schema_dir=validators, display_root="out").ok
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    promtool = tools.find("promtool")
+    assert promtool is not None
+    shutil.copy2(promtool, bin_dir / "promtool")
+    (bin_dir / "promtool").touch()  # the same program, rebuilt: another tool to the cache
+    monkeypatch.setenv("STANDBYC_TOOLS_DIR", str(bin_dir))
+    report = run_gate(tree, schema_dir=validators, display_root="out")
+    assert report.ok
+    assert "promtool" in _ran(report) and "kubeconform" not in _ran(report)
