@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from compiler import __version__
 from compiler.commands import COMMANDS
+from compiler.commands._common import Rerun
 from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, StandbycError
 
 
@@ -62,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0)
-    return _dispatch(args)
+    code = _dispatch(args)
+    return main(code.argv) if isinstance(code, Rerun) else code
 
 
 def _error_document(exc: StandbycError) -> dict[str, object]:
@@ -75,10 +77,10 @@ def _error_document(exc: StandbycError) -> dict[str, object]:
     }
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _dispatch(args: argparse.Namespace) -> int | Rerun:
     """Run the command; the one place where outcomes become exit codes."""
     try:
-        code: int = args.func(args)
+        code: int | Rerun = args.func(args)
     except StandbycError as exc:
         if args.debug:
             traceback.print_exc()

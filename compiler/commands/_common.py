@@ -1,8 +1,10 @@
-"""Options shared by the commands that compile specs."""
+"""Options shared by the commands that compile specs, and what a command returns to run
+another command line instead."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.output import add_format_option
@@ -27,3 +29,11 @@ def add_compile_options(parser: argparse.ArgumentParser) -> None:
         help="directory of templates that override the packaged ones, file by file",
     )
     add_format_option(parser)
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A command's answer meaning: run this standbyc command line instead (the Argo CD
+    plugin's ``generate`` is exactly the ``compile`` it prints)."""
+
+    argv: list[str]

@@ -21,6 +21,8 @@ import re
 import sys
 from pathlib import Path
 
+from compiler.commands._common import Rerun
+
 SKIP_DIRS = {".git", "out", "node_modules", ".venv"}
 
 
@@ -85,9 +87,7 @@ def generate_argv(env: dict[str, str]) -> list[str]:
     return argv
 
 
-def run_generate(args: argparse.Namespace) -> int:
-    from compiler.cli import main
-
+def run_generate(args: argparse.Namespace) -> Rerun:
     env = dict(os.environ)
     argv = generate_argv(env)
     app = env.get("ARGOCD_APP_NAME", "?")
@@ -96,4 +96,4 @@ def run_generate(args: argparse.Namespace) -> int:
         f"standbyc {' '.join(argv)}",
         file=sys.stderr,
     )
-    return main(argv)
+    return Rerun(argv)
