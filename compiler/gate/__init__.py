@@ -107,33 +107,46 @@ def _under(rel: str, prefixes: set[str]) -> bool:
 
 
 def _rule_sources(
-    root: Path, manifests: Sequence[str], display: Callable[[str], str]
+    root: Path, manifests: Sequence[str], display: Callable[[str], str], memo: GateMemo
 ) -> list[promtool.RuleSource]:
-    yaml = YAML(typ="safe")
     sources: list[promtool.RuleSource] = []
     for rel in manifests:
-        text = (root / rel).read_text()
-        if "PrometheusRule" not in text:  # cheap filter: parse only files that may hold one
+        data = memo.read(rel)
+        if b"PrometheusRule" not in data:  # cheap filter: parse only files that may hold one
             continue
-        try:
-            docs: list[Any] = list(yaml.load_all(text))
-        except Exception:  # a YAML error is kubeconform's to report, with its location
-            continue
-        rule_docs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "PrometheusRule"]
-        for i, doc in enumerate(rule_docs):
-            spec = doc.get("spec") or {}
-            groups = spec.get("groups") if isinstance(spec, dict) else None
-            if not isinstance(groups, list):
+        parsed = memo.parsed_rules(data, _parse_rule_docs)
+        for i, (name, groups) in enumerate(parsed):
+            if groups is None:
                 continue  # kubeconform reports the missing/mistyped field
-            name = str((doc.get("metadata") or {}).get("name", ""))
-            suffix = f".{i}" if len(rule_docs) > 1 else ""
+            suffix = f".{i}" if len(parsed) > 1 else ""
             plain = f"{Path(rel).with_suffix('').as_posix()}{suffix}.rules.yaml"
             sources.append(promtool.RuleSource(display(rel), name, groups, plain, rel))
     return sources
 
 
+def _parse_rule_docs(data: bytes) -> list[tuple[str, list[Any] | None]]:
+    """Each PrometheusRule document in ``data``: its name and ``spec.groups`` (None when
+    that is not a list). A YAML error is kubeconform's to report, with its location."""
+    try:
+        docs: list[Any] = list(YAML(typ="safe").load_all(data.decode("utf-8", "replace")))
+    except Exception:
+        return []
+    out: list[tuple[str, list[Any] | None]] = []
+    for doc in docs:
+        if not isinstance(doc, dict) or doc.get("kind") != "PrometheusRule":
+            continue
+        spec = doc.get("spec") or {}
+        groups = spec.get("groups") if isinstance(spec, dict) else None
+        name = str((doc.get("metadata") or {}).get("name", ""))
+        out.append((name, groups if isinstance(groups, list) else None))
+    return out
+
+
 def _stale_test_rules(
-    root: Path, sources: Sequence[promtool.RuleSource], display: Callable[[str], str]
+    root: Path,
+    sources: Sequence[promtool.RuleSource],
+    display: Callable[[str], str],
+    memo: GateMemo,
 ) -> list[Finding]:
     """The unit tests load copies of the PrometheusRule's groups from ``tests/*.rules.yaml``
     beside it (one copy of the group per alert, or one of all of it). Every rule in a copy
@@ -144,6 +157,10 @@ def _stale_test_rules(
     copies: dict[Path, list[tuple[str, Any]]] = {}  # directory -> (file, parsed copy)
     for src in sources:
         tests_dir = Path(src.rel_file).parent / "tests"
+        agreed = memo.copies_key(src.rel_file, (root / tests_dir).glob("*.rules.yaml"))
+        if memo.passed(agreed) is not None:
+            continue  # these exact bytes were found in agreement before
+        before = len(findings)
         if tests_dir not in copies:
             copies[tests_dir] = []
             for path in sorted((root / tests_dir).glob("*.rules.yaml")):
@@ -172,22 +189,34 @@ def _stale_test_rules(
                         "would test a stale copy of the rules (recompile)",
                     )
                 )
-        if not mine or differs:
-            continue  # no unit tests for this PrometheusRule, or a stale copy said so
-        for gi, (name, group) in enumerate(deployed.items()):
-            for i, rule in enumerate(group.get("rules") or []):
-                if (str(name), i) not in covered:
-                    rule_name = rule.get("alert") or rule.get("record")
-                    findings.append(
-                        _stale(
-                            display(src.rel_file),
-                            src,
-                            f"/spec/groups/{gi}/rules/{i}",
-                            f"no copy under tests/ holds {rule_name!r}: no unit test covers "
-                            "it (recompile)",
-                        )
-                    )
+        if mine and not differs:  # else no unit tests, or a stale copy said so
+            _uncovered(src, deployed, covered, display, findings)
+        if len(findings) == before:
+            memo.remember(agreed)
     return findings
+
+
+def _uncovered(
+    src: promtool.RuleSource,
+    deployed: dict[Any, Any],
+    covered: set[tuple[str, int]],
+    display: Callable[[str], str],
+    findings: list[Finding],
+) -> None:
+    """A finding for every deployed rule that no copy under tests/ holds."""
+    for gi, (name, group) in enumerate(deployed.items()):
+        for i, rule in enumerate(group.get("rules") or []):
+            if (str(name), i) not in covered:
+                rule_name = rule.get("alert") or rule.get("record")
+                findings.append(
+                    _stale(
+                        display(src.rel_file),
+                        src,
+                        f"/spec/groups/{gi}/rules/{i}",
+                        f"no copy under tests/ holds {rule_name!r}: no unit test covers "
+                        "it (recompile)",
+                    )
+                )
 
 
 def _is_copy_of(groups: list[Any], deployed: dict[Any, Any], covered: set[tuple[str, int]]) -> bool:
@@ -354,7 +383,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
             for batch in test_batches
         ]
         policies = pool.submit(kyverno.run, policies_split.todo, cwd=root, display=display)
-        sources = _rule_sources(root, manifests, display)
+        sources = _rule_sources(root, manifests, display, memo)
         rules = memo.split(sources, lambda src: memo.rules_key(src.groups))
         checked = pool.submit(_check_then_lint, rules.todo, tmp, have_pint)
         kube_results = [wait(f) for f in kube_runs]
@@ -375,7 +404,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         findings += pint_outcome.findings
     findings += test_outcome.findings
     findings += policy_outcome.findings
-    findings += _stale_test_rules(root, sources, display)
+    findings += _stale_test_rules(root, sources, display, memo)
     tool_seconds = {
         "kubeconform": sum(r.seconds for r in kube_results),
         "promtool": check_outcome.seconds + test_outcome.seconds,

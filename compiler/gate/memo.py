@@ -4,10 +4,11 @@ that checked them. Only passes are remembered; anything else runs again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -42,9 +43,9 @@ class Split(Generic[T]):
     todo: list[T] = field(default_factory=list)
 
 
-def documents(path: Path) -> int:
+def documents(data: bytes) -> int:
     """How many resources kubeconform counts in a manifest (its non-empty documents)."""
-    docs = re.split(r"^---[ \t]*$", path.read_text(), flags=re.MULTILINE)
+    docs = re.split(r"^---[ \t]*$", data.decode("utf-8", "replace"), flags=re.MULTILINE)
     return sum(
         1
         for doc in docs
@@ -58,6 +59,7 @@ class GateMemo:
         self.root = root
         self.schemas = schemas  # identifies the schema set kubeconform validates against
         self._bytes: dict[str, bytes] = {}
+        self._documents: dict[str, int] = {}
         self._tools: dict[str, str] = {}
         self.reused = 0
 
@@ -65,10 +67,43 @@ class GateMemo:
     def enabled(self) -> bool:
         return self.store.enabled
 
-    def _read(self, rel: str) -> bytes:
+    def read(self, rel: str) -> bytes:
+        """The bytes of ``rel`` (under the root), read once per run."""
         if rel not in self._bytes:
-            self._bytes[rel] = (self.root / rel).read_bytes()
+            # Plain os calls, not pathlib: thousands of files per run.
+            with open(os.path.join(self.root, rel), "rb") as fh:  # noqa: PTH118, PTH123
+                self._bytes[rel] = fh.read()
         return self._bytes[rel]
+
+    def documents(self, rel: str) -> int:
+        """``documents`` of ``rel``, counted once per run (every version asks)."""
+        if rel not in self._documents:
+            self._documents[rel] = documents(self.read(rel))
+        return self._documents[rel]
+
+    def parsed_rules(
+        self, data: bytes, parse: Callable[[bytes], list[tuple[str, list[Any] | None]]]
+    ) -> list[tuple[str, list[Any] | None]]:
+        """``parse(data)``, remembered by the bytes and standbyc's code: the PrometheusRule
+        documents of a manifest are read from JSON instead of parsed again."""
+        k = cache.key("rule-docs", cache.code_digest(), data)
+        seen = self.store.get_json(k)
+        if isinstance(seen, list):
+            return [(str(name), groups) for name, groups in seen]
+        parsed = parse(data)
+        # Kept only when JSON gives back exactly what YAML gave (not a timestamp, say).
+        with contextlib.suppress(TypeError, ValueError):
+            if json.loads(json.dumps(parsed)) == [list(doc) for doc in parsed]:
+                self.store.put_json(k, parsed)
+        return parsed
+
+    def copies_key(self, rel: str, copies: Iterable[Path]) -> str:
+        """The key under which the test copies of the rules in ``rel`` were found to agree
+        with it: the PrometheusRule's bytes and every copy's name and bytes."""
+        parts: list[bytes | str] = ["rule-copies", cache.code_digest(), self.read(rel)]
+        for path in sorted(copies):
+            parts += [path.name, path.read_bytes()]
+        return cache.key(*parts)
 
     def _tool(self, name: str) -> str:
         if name not in self._tools:
@@ -80,16 +115,16 @@ class GateMemo:
 
     def kube_key(self, version: str, rel: str) -> str:
         return cache.key("kubeconform", self._tool("kubeconform"), self.schemas, version,
-                         self._read(rel))  # fmt: skip
+                         self.read(rel))  # fmt: skip
 
     def test_key(self, rel: str) -> str | None:
-        data = self._read(rel)
+        data = self.read(rel)
         listed = _listed(_RULE_FILES.search(data.decode("utf-8", "replace")))
         if listed is None:
             return None
         parent = Path(rel).parent
         try:
-            rules = [self._read((parent / item).as_posix()) for item in listed]
+            rules = [self.read((parent / item).as_posix()) for item in listed]
         except OSError:
             return None
         return cache.key("promtool-test", self._tool("promtool"), data, *listed, *rules)
@@ -201,7 +236,7 @@ class GateMemo:
         """kubeconform over the manifests whose pass at ``version`` is not remembered; the
         remembered ones count as valid."""
         split = self.split(manifests, lambda m: self.kube_key(version, m))
-        reused = sum(documents(self.root / manifests[i]) for i in split.hits)
+        reused = sum(self.documents(manifests[i]) for i in split.hits)
         if not split.todo:
             return kubeconform.Run(VersionResult(version, reused, 0, 0, 0), (), 0.0)
         ran = kubeconform.run(schema_dir, version, split.todo, cwd=self.root,

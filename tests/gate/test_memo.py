@@ -67,6 +67,24 @@ def test_a_changed_byte_runs_again_and_failures_are_never_remembered(
         assert failed == [f"out/{SPEC}/tests/inference-bandwidth-high.test.yaml"]
 
 
+def test_a_changed_rule_is_read_again_and_its_stale_copies_are_reported(
+    tree: Path, cache_dir: Path, validators: Path
+) -> None:
+    """The parsed PrometheusRule and the agreement of its copies under tests/ are
+    remembered by their bytes: a rule edited by hand after a remembered pass is read anew,
+    and every copy is then reported stale, on every run."""
+    assert run_gate(tree, schema_dir=validators, display_root="out").ok
+    rule = tree / SPEC / "prometheusrule-inference-engine-failover.yaml"
+    rule.write_text(rule.read_text().replace(") * 8 > 10000000000", ") * 8 > 20000000000"))
+    for _ in range(2):
+        report = run_gate(tree, schema_dir=validators, display_root="out")
+        assert not report.ok
+        stale = [f for f in report.findings if "would test a stale copy" in f.message]
+        assert [f.file for f in stale] == [
+            f"out/{SPEC}/tests/inference-bandwidth-high.rules.yaml"
+        ], report.summary_text()
+
+
 def test_a_rebuilt_tool_runs_again(
     tree: Path, cache_dir: Path, validators: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
