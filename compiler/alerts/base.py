@@ -45,6 +45,12 @@ KSM = {
 }
 
 
+# HotTierBelowReplicas is held back while the engine's pods are exported without their
+# labels (no allowlist), but not until labelled pods have been gone this long: pods that all
+# went away while other pods stay in the namespace page, they do not read as "labels missing".
+LABELS_SEEN_MS = 3600 * 1000
+
+
 @dataclass(frozen=True)
 class Series:
     series: str
@@ -162,13 +168,18 @@ class Context:
         matchers = {"namespace": self.ns, **self.engine_labels}
         return f"kube_pod_labels{selector(matchers, {self.tier_key: '.+'})}"
 
-    def labels_missing(self) -> str:
+    def labels_missing(self, seen_within_ms: int = 0) -> str:
         """True (one series, label namespace) while pods run in the namespace but none is
-        exported with the engine's labels: kube-state-metrics lacks the allowlist."""
+        exported with the engine's labels: kube-state-metrics lacks the allowlist.
+        ``seen_within_ms``: and none has been for that long (pods that were exported with
+        their labels and then went away are gone, not unlabelled)."""
+        labelled = self.labelled_pods()
+        if seen_within_ms:
+            labelled = f"last_over_time({labelled}[{units.prom_duration(seen_within_ms)}])"
         return (
             f"group by (namespace) (kube_pod_info{selector({'namespace': self.ns})})\n"
             "unless on (namespace)\n"
-            f"group by (namespace) ({self.labelled_pods()})"
+            f"group by (namespace) ({labelled})"
         )
 
     def egress_bytes(self, window_ms: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from compiler import units
 from compiler.alerts.base import (
+    LABELS_SEEN_MS,
     OTHER_NAMESPACE,
     OTHER_TIER,
     Alert,
@@ -17,6 +18,7 @@ from compiler.alerts.base import (
 
 KEY = "hotReplicasLow"  # its settings in the spec: alerts.hotReplicasLow
 RATE = False
+PRESENT = 4  # scrapes before every engine pod goes away, in the test of that case
 
 
 def build(ctx: Context) -> Alert | None:
@@ -37,9 +39,10 @@ def build(ctx: Context) -> Alert | None:
             "  )\n"
             "  or vector(0)\n"
             f") < {hot.replicas}\n"
-            "# not while no pod is exported with its labels (StandbyTierLabelsMissing)\n"
+            "# not while no pod is exported with its labels (StandbyTierLabelsMissing),\n"
+            f"# unless labelled pods were seen in the last {units.prom_duration(LABELS_SEEN_MS)}\n"
             "unless on ()\n"
-            f"(\n{indent(ctx.labels_missing())}\n)\n"
+            f"(\n{indent(ctx.labels_missing(LABELS_SEEN_MS))}\n)\n"
         ),
         for_ms=cfg.for_,
         labels={
@@ -58,31 +61,43 @@ def build(ctx: Context) -> Alert | None:
     )
     timeline = ctx.timeline(0, cfg.for_)
     steps = timeline.steps
-    every = f"1x{steps}"
 
-    def pod(name: str, tier: str | None, ready: bool, namespace: str | None = None) -> list[Series]:
-        """A pod as kube-state-metrics exports it: one ready series per condition."""
+    def pod(
+        name: str, tier: str | None, ready: bool, namespace: str | None = None, n: int = 0
+    ) -> list[Series]:
+        """A pod as kube-state-metrics exports it: one ready series per condition; ``n``
+        samples (default: the timeline's)."""
+        n = n or steps
         out: list[Series] = []
         for condition, value in (("true", ready), ("false", not ready), ("unknown", False)):
             labels = {"namespace": namespace or ctx.ns, "pod": name, "uid": f"uid-{name}",
                       "condition": condition}  # fmt: skip
-            out += ctx.ksm_series("kube_pod_status_ready", labels, f"{int(value)}x{steps}")
+            out += ctx.ksm_series("kube_pod_status_ready", labels, f"{int(value)}x{n}")
         return (
             out
-            + ctx.labels_series(name, tier, every, namespace)
-            + ctx.pod_info(name, every, namespace)
+            + ctx.labels_series(name, tier, f"1x{n}", namespace)
+            + ctx.pod_info(name, f"1x{n}", namespace)
         )
 
     tiers = [t.name for t in ctx.plan.tiers]
-    foreign = [
+    others = [  # the engine's pods that never count
         *pod("warm-0", "warm" if "warm" in tiers else OTHER_TIER, True),
-        *pod("hot-x", "hot", True, OTHER_NAMESPACE),
         *pod("hot-unready", "hot", False),
     ]
+    foreign = [*others, *pod("hot-x", "hot", True, OTHER_NAMESPACE)]
     short = [s for i in range(hot.replicas - 1) for s in pod(f"hot-{i}", "hot", True)]
     full = [s for i in range(hot.replicas) for s in pod(f"hot-{i}", "hot", True)]
     unlabelled = [s for i in range(hot.replicas) for s in pod(f"hot-{i}", None, True)]
     firing = [ctx.expected(alert, {})]
+    # Every engine pod goes away after PRESENT scrapes (kube-state-metrics stops exporting
+    # their series: staleness markers) while another pod stays: the alert fires ``for``
+    # later, and is held back again once no labelled pod has been seen for LABELS_SEEN_MS.
+    last_seen = (PRESENT - 1) * ctx.scrape_ms
+    vanished = ctx.timeline(last_seen + ctx.scrape_ms, cfg.for_)
+    held_back = ctx.grid(last_seen + LABELS_SEEN_MS)  # the first evaluation without them
+    n = held_back // ctx.scrape_ms + 2
+    gone = [Series(s.series, f"1x{PRESENT - 1} stale") for s in [*full, *others]]
+    stays = [*pod("hot-x", "hot", True, OTHER_NAMESPACE, n), *pod("store-0", None, True, n=n)]
     alert.cases.extend(
         ctx.fires_then_silent(
             alert,
@@ -101,6 +116,18 @@ def build(ctx: Context) -> Alert | None:
                 "HotTierBelowReplicas fires when no hot pod exists at all",
                 foreign,
                 [Check(timeline.fire, firing)],
+            ),
+            Case(
+                "HotTierBelowReplicas fires when every engine pod went away while another "
+                "pod stays in the namespace, for as long as labelled pods were seen "
+                f"{units.prom_duration(LABELS_SEEN_MS)} before",
+                [*gone, *stays],
+                [
+                    Check(vanished.fire - ctx.eval_ms, []),
+                    Check(vanished.fire, firing),
+                    Check(held_back - ctx.eval_ms, firing),
+                    Check(held_back, []),
+                ],
             ),
             Case(
                 f"HotTierBelowReplicas stays silent with {hot.replicas} ready pods whose labels "

@@ -6,7 +6,7 @@ default kube-state-metrics exports no pod labels at all; it needs
 from __future__ import annotations
 
 from compiler import units
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, Series
+from compiler.alerts.base import LABELS_SEEN_MS, OTHER_NAMESPACE, Alert, Context, Series
 
 KEY = "tierLabelsMissing"  # its settings in the spec: alerts.tierLabelsMissing
 RATE = False
@@ -30,8 +30,10 @@ def build(ctx: Context) -> Alert | None:
             f"{units.prom_duration(cfg.for_)} no kube_pod_labels series has carried "
             f"{ctx.plan.engine.tier_label!r} and the engine's selector labels, so the "
             f"bandwidth alerts of {ctx.plan.name} see no pod and HotTierBelowReplicas is "
-            f"held back. Run kube-state-metrics with {flag}, or check that the engine's "
-            "pods carry these labels.",
+            f"held back ({units.prom_duration(LABELS_SEEN_MS)} after a labelled pod was last "
+            "seen). Run "
+            f"kube-state-metrics with {flag}, or check that the engine's pods carry these "
+            "labels and still run.",
         ),
     )
     timeline = ctx.timeline(0, cfg.for_)
