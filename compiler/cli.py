@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 
-from compiler import __version__
+from compiler import __version__, output
 from compiler.commands import COMMANDS
 from compiler.commands._common import Rerun
 from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, StandbycError
@@ -85,10 +84,11 @@ def _dispatch(args: argparse.Namespace) -> int | Rerun:
         if args.debug:
             traceback.print_exc()
         print(f"standbyc: {exc.render()}", file=sys.stderr)
-        if getattr(args, "format", "text") == "json":
-            # Machines get one JSON document on stdout whatever the outcome.
-            json.dump(_error_document(exc), sys.stdout, indent=2, sort_keys=True)
-            sys.stdout.write("\n")
+        fmt = getattr(args, "format", "text")
+        if fmt != "text":
+            # Machines get one document on stdout whatever the outcome.
+            doc = _error_document(exc)
+            output.emit(output.Message(doc, "", exc.render(), exc.exit_code), fmt)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -120,4 +120,4 @@ def test_json_writer_prints_one_document_even_on_failure() -> None:
 
 
 def test_every_format_is_offered() -> None:
-    assert sorted(output.FORMATS) == ["json", "text"]
+    assert sorted(output.FORMATS) == ["json", "junit", "text"]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from compiler.output import json_writer, text_writer
+from compiler.output import json_writer, junit_writer, text_writer
 
 
 class Outcome(Protocol):
@@ -60,6 +60,7 @@ Writer = Callable[[Outcome, TextIO, TextIO], None]
 FORMATS: dict[str, Writer] = {
     "text": text_writer.write,
     "json": json_writer.write,
+    "junit": junit_writer.write,
 }
 
 
