@@ -31,9 +31,8 @@ def build(ctx: Context) -> Alert | None:
             f"{ctx.plan.engine.tier_label!r} and the engine's selector labels, so the "
             f"bandwidth alerts of {ctx.plan.name} see no pod and HotTierBelowReplicas is "
             f"held back ({units.prom_duration(LABELS_SEEN_MS)} after a labelled pod was last "
-            "seen). Run "
-            f"kube-state-metrics with {flag}, or check that the engine's pods carry these "
-            "labels and still run.",
+            f"seen). Run kube-state-metrics with {flag}, or check that the engine's pods "
+            "carry these labels and still run.",
         ),
     )
     timeline = ctx.timeline(0, cfg.for_)

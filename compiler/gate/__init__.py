@@ -107,7 +107,7 @@ def _under(rel: str, prefixes: set[str]) -> bool:
 
 
 def _rule_sources(
-    root: Path, manifests: Sequence[str], display: Callable[[str], str], memo: GateMemo
+    manifests: Sequence[str], display: Callable[[str], str], memo: GateMemo
 ) -> list[promtool.RuleSource]:
     sources: list[promtool.RuleSource] = []
     for rel in manifests:
@@ -158,8 +158,8 @@ def _stale_test_rules(
     for src in sources:
         tests_dir = Path(src.rel_file).parent / "tests"
         agreed = memo.copies_key(src.rel_file, (root / tests_dir).glob("*.rules.yaml"))
-        if memo.passed(agreed) is not None:
-            continue  # these exact bytes were found in agreement before
+        if memo.store.get(agreed) is not None:
+            continue  # these exact bytes were found in agreement before (not a tool's pass)
         before = len(findings)
         if tests_dir not in copies:
             copies[tests_dir] = []
@@ -383,7 +383,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
             for batch in test_batches
         ]
         policies = pool.submit(kyverno.run, policies_split.todo, cwd=root, display=display)
-        sources = _rule_sources(root, manifests, display, memo)
+        sources = _rule_sources(manifests, display, memo)
         rules = memo.split(sources, lambda src: memo.rules_key(src.groups))
         checked = pool.submit(_check_then_lint, rules.todo, tmp, have_pint)
         kube_results = [wait(f) for f in kube_runs]
