@@ -89,6 +89,7 @@ def cold(specs: list[Path], base: Path, runs: int) -> dict[str, float]:
         os.environ["STANDBYC_CACHE_DIR"] = str(base / f"cache-cold-{i}")
         samples.append(one_run(specs, base / f"out-cold-{i}"))
         shutil.rmtree(base / f"out-cold-{i}")
+        shutil.rmtree(base / f"cache-cold-{i}")  # the next cold scenario starts empty too
     return median_of(samples)
 
 

@@ -22,14 +22,20 @@ from typing import Any
 VERSION = b"standbyc-cache-1"
 
 
+def user_dir(name: str) -> Path:
+    """``$XDG_CACHE_HOME/standbyc/<name>``, or ``~/.cache/standbyc/<name>``: where standbyc
+    keeps what it builds for a user (this cache, tools, schemas)."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "standbyc" / name
+
+
 def root() -> Path | None:
     if os.environ.get("STANDBYC_CACHE", "").lower() in ("off", "0", "no", "false"):
         return None
     explicit = os.environ.get("STANDBYC_CACHE_DIR")
     if explicit:
         return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "standbyc" / "cache"
+    return user_dir("cache")
 
 
 def key(*parts: bytes | str) -> str:
@@ -81,18 +87,10 @@ class Store:
             return None
         # Plain os calls, not pathlib: the gate looks up thousands of keys per run.
         try:
-            fd = os.open(os.path.join(self.dir, k[:2], k), os.O_RDONLY)  # noqa: PTH118
+            with open(os.path.join(self.dir, k[:2], k), "rb") as fh:  # noqa: PTH118, PTH123
+                return fh.read()
         except OSError:
             return None
-        try:
-            chunks = []
-            while chunk := os.read(fd, 1 << 16):
-                chunks.append(chunk)
-            return b"".join(chunks)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
 
     def get_json(self, k: str) -> Any:
         data = self.get(k)
@@ -108,15 +106,16 @@ class Store:
         if self.dir is None:
             return
         path = self._path(k)
+        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             Path(tmp).replace(path)
-        except OSError:
-            for leftover in path.parent.glob(".tmp-*") if path.parent.is_dir() else ():
-                leftover.unlink(missing_ok=True)
+        except OSError:  # remove our own temp only: other writers share the directory
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
 
     def put_json(self, k: str, value: Any) -> None:
         self.put(k, json.dumps(value, separators=(",", ":")).encode())

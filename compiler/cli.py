@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -94,8 +93,7 @@ def _dispatch(args: argparse.Namespace) -> int | Rerun:
         return 130
     except BrokenPipeError:
         # The reader went away (`standbyc compile | head`): not a bug, and nothing to say.
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        output.stdout_gone()
         return EXIT_FAILED
     except Exception:
         traceback.print_exc()

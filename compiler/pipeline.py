@@ -214,13 +214,18 @@ PARALLEL_FROM = 8
 _POOL_JOB: tuple[Renderer, Path] | None = None  # what forked workers compile with
 
 
-def _compile_in_worker(path: Path) -> CompiledSpec | tuple[Diagnostic, ...]:
-    assert _POOL_JOB is not None
-    renderer, root = _POOL_JOB
+def _compile_or_problems(
+    path: Path, renderer: Renderer, root: Path
+) -> CompiledSpec | tuple[Diagnostic, ...]:
     try:
         return compile_spec(path, renderer, root)
     except SpecError as exc:
         return tuple(exc.diagnostics)
+
+
+def _compile_in_worker(path: Path) -> CompiledSpec | tuple[Diagnostic, ...]:
+    assert _POOL_JOB is not None
+    return _compile_or_problems(path, *_POOL_JOB)
 
 
 def _compile_each(
@@ -230,13 +235,10 @@ def _compile_each(
     global _POOL_JOB  # noqa: PLW0603 -- read by the forked workers
     workers = min(os.cpu_count() or 1, len(paths) // 2)
     if len(paths) < PARALLEL_FROM or workers < 2 or "fork" not in mp.get_all_start_methods():
-        out: list[CompiledSpec | tuple[Diagnostic, ...]] = []
-        for path in paths:
-            try:
-                out.append(compile_spec(path, renderer, root))
-            except SpecError as exc:
-                out.append(tuple(exc.diagnostics))
-        return out
+        return [_compile_or_problems(path, renderer, root) for path in paths]
+    if cache.Store("compile").enabled:  # the cache keys' digests, once, before the fork
+        cache.code_digest()
+        renderer.digest  # noqa: B018 -- computed and kept on first use
     _POOL_JOB = (renderer, root)
     try:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:

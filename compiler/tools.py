@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from compiler import cache
 from compiler.errors import ToolFailed, ToolMissing
 
 _VALIDATOR_HINT = (
@@ -36,8 +37,7 @@ INSTALL_HINTS: dict[str, str] = {
 
 def user_bin_dir() -> Path:
     """Where ``standbyc tools install`` puts tools by default."""
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "standbyc" / "bin"
+    return cache.user_dir("bin")
 
 
 def search_dirs() -> list[Path]:

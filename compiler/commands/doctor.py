@@ -20,8 +20,5 @@ def run(args: argparse.Namespace) -> int:
     from compiler.gate import pins as pinfile
 
     pins = pinfile.load()
-    statuses = [
-        health.tool_status(n, pins)
-        for n in ("kubeconform", "promtool", "pint", "kubectl-kyverno", "go")
-    ]
+    statuses = [health.tool_status(n, pins) for n in (*pins.tools, "go")]
     return emit(health.DoctorOutcome(statuses, health.schema_status(pins)), args.format)

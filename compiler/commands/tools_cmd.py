@@ -73,8 +73,9 @@ def run(args: argparse.Namespace) -> int:
     dest: Path = args.dir or tools.user_bin_dir()
     names = [n for n, pin in pins.tools.items() if args.optional or not pin.optional]
     names += list(pins.test_tools) if args.test_servers else []
+    every = {**pins.tools, **pins.test_tools}
     for name in names:
-        pin = {**pins.tools, **pins.test_tools}[name]
+        pin = every[name]
         try:
             install.install(pins, [name], dest, _log)
         except ToolFailed:
@@ -85,9 +86,9 @@ def run(args: argparse.Namespace) -> int:
                 raise
     if not args.no_schemas:
         install.download_crd_modules(pins, _log)
-        root = schemas.default_schema_dir()
-        if not schemas.is_fresh(root, list(schemas.default_kube_versions())):
+        root, versions = schemas.default_schema_dir(), list(schemas.default_kube_versions())
+        if not schemas.is_fresh(root, versions):
             _log(f"building the offline schemas in {root}")
-            schemas.build(root, list(schemas.default_kube_versions()))
+            schemas.build(root, versions)
     print(f"tools in {dest}")
     return EXIT_OK

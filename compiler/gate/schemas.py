@@ -33,7 +33,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from compiler import tools
+from compiler import cache, tools
 from compiler.errors import EXIT_BAD_INPUT, StandbycError, ToolFailed, ToolMissing
 from compiler.gate import crd as crdconv
 from compiler.gate import pins as pinfile
@@ -109,9 +109,7 @@ def default_schema_dir() -> Path:
     repo = Path(__file__).resolve().parents[2]
     if (repo / "pyproject.toml").is_file() and (repo / "compiler").is_dir():
         return repo / ".cache" / "schemas"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "standbyc" / "schemas"
+    return cache.user_dir("schemas")
 
 
 # --- Kubernetes core -------------------------------------------------------------------

@@ -80,6 +80,14 @@ def emit(outcome: Outcome, fmt: str) -> int:
         FORMATS[fmt](outcome, sys.stdout, sys.stderr)
         sys.stdout.flush()
     except BrokenPipeError:
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        stdout_gone()
     return outcome.exit_code
+
+
+def stdout_gone() -> None:
+    """The reader of stdout went away: point stdout at /dev/null, so that the final flush
+    at exit does not fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

@@ -14,6 +14,7 @@ from compiler.output import Message, emit
 from compiler.units import parse_bandwidth
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
+from compiler.weights.encode import COPY, RAW, RAW_Z, SPARSE, XOR
 from compiler.weights.errors import VerifyFailed, WeightsError
 from compiler.weights.manifest import Manifest, build_manifest, load_manifest
 from compiler.weights.progress import byte_progress
@@ -94,7 +95,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
-CHUNK_OPS = {"c": "copied", "s": "sparse", "x": "xor", "r": "raw", "rz": "raw (zstd)"}
+CHUNK_OPS = {COPY: "copied", SPARSE: "sparse", XOR: "xor", RAW: "raw", RAW_Z: "raw (zstd)"}
 
 
 def _counts(counter: dict[str, int]) -> str:
