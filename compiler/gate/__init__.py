@@ -154,21 +154,25 @@ def _stale_test_rules(
     prove nothing about what is deployed."""
     yaml = YAML(typ="safe")
     findings: list[Finding] = []
+    listed: dict[Path, list[str]] = {}  # directory -> its copies (relative to root)
     copies: dict[Path, list[tuple[str, Any]]] = {}  # directory -> (file, parsed copy)
     for src in sources:
         tests_dir = Path(src.rel_file).parent / "tests"
-        agreed = memo.copies_key(src.rel_file, (root / tests_dir).glob("*.rules.yaml"))
+        if tests_dir not in listed:
+            found = (root / tests_dir).glob("*.rules.yaml")
+            listed[tests_dir] = sorted((tests_dir / p.name).as_posix() for p in found)
+        agreed = memo.copies_key(src.groups, listed[tests_dir])
         if memo.store.get(agreed) is not None:
             continue  # these exact bytes were found in agreement before (not a tool's pass)
         before = len(findings)
         if tests_dir not in copies:
             copies[tests_dir] = []
-            for path in sorted((root / tests_dir).glob("*.rules.yaml")):
+            for copy_rel in listed[tests_dir]:
                 try:
-                    data: Any = yaml.load(path.read_text()) or {}
+                    data: Any = yaml.load(memo.read(copy_rel).decode()) or {}
                 except Exception as exc:  # promtool test rules reports the YAML error in full
                     data = {"error": str(exc)}
-                copies[tests_dir].append(((tests_dir / path.name).as_posix(), data))
+                copies[tests_dir].append((copy_rel, data))
         deployed = {g.get("name"): g for g in src.groups if isinstance(g, dict)}
         covered: set[tuple[str, int]] = set()
         mine = differs = 0
@@ -285,9 +289,6 @@ def run_gate(
     versions = tuple(schemas.normalize_version(v) for v in (kube_versions or DEFAULT_KUBE_VERSIONS))
     shown_root = str(root) if display_root is None else display_root.rstrip("/")
 
-    def display(rel: str) -> str:
-        return f"{shown_root}/{rel}" if shown_root else rel
-
     # Fail fast, before any work, on what the user must install.
     tools.require("kubeconform")
     tools.require("promtool")
@@ -295,25 +296,28 @@ def run_gate(
     have_kyverno = tools.find(kyverno.TOOL) is not None
     sd = schemas.ensure(schema_dir or default_schema_dir(), versions)
 
-    manifests, tests, policy_tests = _targets(root, only)
     # Passes remembered from earlier runs over the same bytes with the same tools are
     # not run again (compiler.gate.memo): a whole tree's, else each file's.
     memo = GateMemo(root, sd.identity())
-    context = (shown_root, ",".join(versions), f"{have_pint}{have_kyverno}")
-    tree_key = memo.tree_key(sorted(spec_prefixes(only)) if only is not None else None, *context)
-    if memo.store.enabled and isinstance(seen := memo.store.get_json(tree_key), dict):
-        try:
-            again = Report.from_dict(seen)
-        except (KeyError, TypeError):  # a damaged entry: validate
-            again = None
-        if again is not None and again.ok:
-            counted = len(again.rule_checks) + len(again.rule_tests) + len(again.policy_tests)
-            return replace(again, reused=counted + again.resource_files * len(versions),
-                           tool_seconds={}, wall_seconds=time.perf_counter() - started)  # fmt: skip
+    tree_key = None
+    if memo.store.enabled:  # the tools found (or not) are part of the key
+        prefixes = sorted(spec_prefixes(only)) if only is not None else None
+        tree_key = memo.tree_key(prefixes, shown_root, ",".join(versions))
+        if isinstance(seen := memo.store.get_json(tree_key), dict):
+            try:
+                again = Report.from_dict(seen)
+            except (KeyError, TypeError):  # a damaged entry: validate
+                again = None
+            if again is not None and again.ok:
+                counted = len(again.rule_checks) + len(again.rule_tests) + len(again.policy_tests)
+                reused = counted + again.resource_files * len(versions)
+                wall = time.perf_counter() - started
+                return replace(again, reused=reused, tool_seconds={}, wall_seconds=wall)
+    manifests, tests, policy_tests = _targets(root, only)
     setup = _Setup(root, versions, shown_root, sd, manifests, tests, policy_tests,
                    have_pint, have_kyverno, memo)  # fmt: skip
     report = _validate(setup, started, cpu_started, children_started)
-    if report.ok and not report.findings:
+    if tree_key is not None and report.ok and not report.findings:
         memo.store.put_json(tree_key, report.to_dict())
     return report
 

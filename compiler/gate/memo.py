@@ -5,16 +5,18 @@ that checked them. Only passes are remembered; anything else runs again."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from compiler import cache, tools
-from compiler.gate import kubeconform
+from compiler.gate import kubeconform, kyverno
 from compiler.gate.promtool import Outcome
 from compiler.gate.report import FileResult, Finding, VersionResult
 
@@ -59,13 +61,16 @@ class GateMemo:
         self.root = root
         self.schemas = schemas  # identifies the schema set kubeconform validates against
         self._bytes: dict[str, bytes] = {}
+        self._digests: dict[str, str] = {}
         self._documents: dict[str, int] = {}
         self._tools: dict[str, str] = {}
         self.reused = 0
+        self._reused_lock = threading.Lock()  # kubeconform's threads count their hits too
 
-    @property
-    def enabled(self) -> bool:
-        return self.store.enabled
+    def _key(self, what: str, *parts: bytes | str) -> str:
+        """A key over ``parts`` and standbyc's own code (which decides what is checked and
+        how a tool's answer is read): an upgraded standbyc never finds an old pass."""
+        return cache.key(what, cache.code_digest(), *parts)
 
     def read(self, rel: str) -> bytes:
         """The bytes of ``rel`` (under the root), read once per run."""
@@ -74,6 +79,12 @@ class GateMemo:
             with open(os.path.join(self.root, rel), "rb") as fh:  # noqa: PTH118, PTH123
                 self._bytes[rel] = fh.read()
         return self._bytes[rel]
+
+    def digest(self, rel: str) -> str:
+        """The SHA-256 of ``rel``'s bytes, once per run (every Kubernetes version asks)."""
+        if rel not in self._digests:
+            self._digests[rel] = hashlib.sha256(self.read(rel)).hexdigest()
+        return self._digests[rel]
 
     def documents(self, rel: str) -> int:
         """``documents`` of ``rel``, counted once per run (every version asks)."""
@@ -86,7 +97,7 @@ class GateMemo:
     ) -> list[tuple[str, list[Any] | None]]:
         """``parse(data)``, remembered by the bytes and standbyc's code: the PrometheusRule
         documents of a manifest are read from JSON instead of parsed again."""
-        k = cache.key("rule-docs", cache.code_digest(), data)
+        k = self._key("rule-docs", data)
         seen = self.store.get_json(k)
         if isinstance(seen, list):
             return [(str(name), groups) for name, groups in seen]
@@ -97,13 +108,14 @@ class GateMemo:
                 self.store.put_json(k, parsed)
         return parsed
 
-    def copies_key(self, rel: str, copies: Iterable[Path]) -> str:
-        """The key under which the test copies of the rules in ``rel`` were found to agree
-        with it: the PrometheusRule's bytes and every copy's name and bytes."""
-        parts: list[bytes | str] = ["rule-copies", cache.code_digest(), self.read(rel)]
-        for path in sorted(copies):
-            parts += [path.name, path.read_bytes()]
-        return cache.key(*parts)
+    def copies_key(self, groups: list[Any], copies: Sequence[str]) -> str:
+        """The key under which the test copies (relative to the root) of one
+        PrometheusRule's ``groups`` were found to agree with them: the groups, and every
+        copy's name and bytes."""
+        parts: list[bytes | str] = [json.dumps(groups, sort_keys=True, default=str)]
+        for copy in copies:
+            parts += [copy, self.read(copy)]
+        return self._key("rule-copies", *parts)
 
     def _tool(self, name: str) -> str:
         if name not in self._tools:
@@ -114,8 +126,8 @@ class GateMemo:
     # -- keys: None when the inputs cannot be pinned down ------------------------------
 
     def kube_key(self, version: str, rel: str) -> str:
-        return cache.key("kubeconform", self._tool("kubeconform"), self.schemas, version,
-                         self.read(rel))  # fmt: skip
+        return self._key("kubeconform", self._tool("kubeconform"), self.schemas, version,
+                         self.digest(rel))  # fmt: skip
 
     def test_key(self, rel: str) -> str | None:
         data = self.read(rel)
@@ -127,48 +139,46 @@ class GateMemo:
             rules = [self.read((parent / item).as_posix()) for item in listed]
         except OSError:
             return None
-        return cache.key("promtool-test", self._tool("promtool"), data, *listed, *rules)
+        return self._key("promtool-test", self._tool("promtool"), data, *listed, *rules)
 
     def rules_key(self, groups: list[Any]) -> str:
         text = json.dumps(groups, sort_keys=True, default=str)
-        return cache.key("promtool-check+pint", self._tool("promtool"), self._tool("pint"), text)
+        return self._key("promtool-check+pint", self._tool("promtool"), self._tool("pint"), text)
 
     def policy_key(self, directory: str) -> str | None:
-        base = self.root / directory
+        """Every file of a policy test directory, and the policies its test lists."""
+        parts: list[bytes | str] = [self._tool(kyverno.TOOL)]
         try:
-            files = sorted(p for p in base.iterdir() if p.is_file())
-            test = (base / "kyverno-test.yaml").read_text()
-        except OSError:
-            return None
-        listed = _listed(_POLICIES.search(test))
-        if listed is None:
-            return None
-        parts: list[bytes | str] = ["kyverno", self._tool("kubectl-kyverno")]
-        try:
-            for path in files:
-                parts += [path.name, path.read_bytes()]
+            names = sorted(p.name for p in (self.root / directory).iterdir() if p.is_file())
+            for name in names:
+                parts += [name, self.read(f"{directory}/{name}")]
+            test = self.read(f"{directory}/{kyverno.TEST_FILE}")
+            listed = _listed(_POLICIES.search(test.decode("utf-8", "replace")))
+            if listed is None:
+                return None
             for item in listed:
-                parts += [item, (base / item).read_bytes()]
+                parts += [item, self.read((Path(directory) / item).as_posix())]
         except OSError:
             return None
-        return cache.key(*parts)
+        return self._key("kyverno", *parts)
 
     def tree_key(self, prefixes: Sequence[str] | None, *context: str) -> str:
         """Every file the gate reads under ``prefixes`` (all of the root when None), with
         the tools, the schemas and ``context``: the key of a whole run's report."""
-        parts: list[bytes | str] = ["gate-tree", self.schemas, *context]
-        parts += [self._tool(n) for n in ("kubeconform", "promtool", "pint", "kubectl-kyverno")]
+        parts: list[bytes | str] = [self.schemas, *context]
+        parts += [self._tool(n) for n in ("kubeconform", "promtool", "pint", kyverno.TOOL)]
         tops = [self.root / p for p in prefixes] if prefixes is not None else [self.root]
         for top in sorted(tops):
             if top.is_file():
-                parts += [top.relative_to(self.root).as_posix(), top.read_bytes()]
+                rel = top.relative_to(self.root).as_posix()
+                parts += [rel, self.read(rel)]
                 continue
             for dirpath, dirnames, filenames in os.walk(top):
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
                 for name in sorted(filenames):
-                    path = Path(dirpath) / name
-                    parts += [path.relative_to(self.root).as_posix(), path.read_bytes()]
-        return cache.key(*parts)
+                    rel = (Path(dirpath) / name).relative_to(self.root).as_posix()
+                    parts += [rel, self.read(rel)]
+        return self._key("gate-tree", *parts)
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -178,7 +188,8 @@ class GateMemo:
             return None
         found = self.store.get(k)
         if found is not None:
-            self.reused += 1
+            with self._reused_lock:
+                self.reused += 1
         return found
 
     def remember(self, k: str | None, detail: bytes = b"") -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler import tools
+from compiler import cache, tools
 from compiler.gate import run_gate
 from tests.conftest import OUT
 
@@ -83,6 +83,37 @@ def test_a_changed_rule_is_read_again_and_its_stale_copies_are_reported(
         assert [f.file for f in stale] == [
             f"out/{SPEC}/tests/inference-bandwidth-high.rules.yaml"
         ], report.summary_text()
+
+
+def test_two_rules_in_one_file_are_checked_against_their_copies_apart(
+    tree: Path, cache_dir: Path, validators: Path
+) -> None:
+    """A second PrometheusRule in the same file, whose copy under tests/ is stale: the
+    first one's remembered agreement must not stand for it."""
+    rule = tree / SPEC / "prometheusrule-inference-engine-failover.yaml"
+    text = rule.read_text()
+    group = "standbyc.inference-system.inference-engine"
+    second = text.split("\n", 1)[1].replace(group, f"{group}-b")
+    second = second.replace("name: inference-engine-failover", "name: inference-engine-b")
+    rule.write_text(f"{text}---\n{second}")
+    copy = tree / SPEC / "tests/inference-bandwidth-high.rules.yaml"
+    stale = copy.read_text().replace(group, f"{group}-b").replace(") * 8 > 1", ") * 8 > 2")
+    (tree / SPEC / "tests/b.rules.yaml").write_text(stale)
+    for _ in range(2):
+        report = run_gate(tree, schema_dir=validators, display_root="out")
+        stale_found = [f.file for f in report.findings if "would test a stale copy" in f.message]
+        assert stale_found == [f"out/{SPEC}/tests/b.rules.yaml"], report.summary_text()
+
+
+def test_another_standbyc_runs_again(
+    tree: Path, cache_dir: Path, validators: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """standbyc's own code decides what is checked: an upgraded one finds no old pass."""
+    assert run_gate(tree, schema_dir=validators, display_root="out").ok
+    monkeypatch.setattr(cache, "code_digest", lambda: "another standbyc")
+    again = run_gate(tree, schema_dir=validators, display_root="out")
+    assert again.ok and again.reused == 0
+    assert {"kubeconform", "promtool"} <= set(_ran(again))
 
 
 def test_a_rebuilt_tool_runs_again(
