@@ -24,7 +24,7 @@ from compiler import names, units
 from compiler.plan import Plan
 
 MARGIN = 0.02  # how far test series sit above or below a threshold
-OTHER_NAMESPACE = "standbyc-test-other"
+OTHER_NAMESPACE = names.TEST_OTHER_NAMESPACE
 OTHER_TIER = "batch"
 KUBELET = {
     "endpoint": "https-metrics",
@@ -130,6 +130,7 @@ class Context:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.ns = plan.namespace
+        self.tiers = [t.name for t in plan.tiers]
         self.eval_ms = plan.alerts.evaluation_interval
         self.scrape_ms = plan.alerts.scrape_interval
         self.tier_key = plan.engine.ksm_tier
@@ -139,12 +140,12 @@ class Context:
 
     # -- expression pieces ---------------------------------------------------
 
-    def pod_tiers(self, tiers: list[str], namespace: str | None = None) -> str:
+    def pod_tiers(self, tiers: list[str]) -> str:
         """The engine's pods in ``tiers``, one series per pod whatever the tier label says
         and however many kube-state-metrics replicas report it: the tier filters, it never
         becomes part of an alert's identity (a pod relabelled mid-incident stays one alert,
         and two replicas that disagree for a scrape cannot make a join ambiguous)."""
-        matchers = {"namespace": namespace or self.ns, **self.engine_labels}
+        matchers = {"namespace": self.ns, **self.engine_labels}
         if len(tiers) == 1:
             matchers[self.tier_key] = tiers[0]
             regex = None
@@ -193,8 +194,10 @@ class Context:
     # -- timing ----------------------------------------------------------------
 
     def timeline(self, true_from_ms: int, for_ms: int) -> Timeline:
-        """When an alert true from ``true_from_ms`` fires, and how long the series run."""
-        fire = true_from_ms + math.ceil(for_ms / self.eval_ms) * self.eval_ms
+        """When an alert true from ``true_from_ms`` fires, and how long the series run:
+        the rule first sees the condition at the evaluation on or after ``true_from_ms``,
+        and fires at the first evaluation ``for_ms`` after that one."""
+        fire = self.grid(true_from_ms) + self.grid(for_ms)
         end = fire + 2 * self.eval_ms
         return Timeline(fire, end, end // self.scrape_ms + 2)
 

@@ -79,7 +79,7 @@ def build(ctx: Context) -> Alert | None:
             + ctx.pod_info(name, f"1x{n}", namespace)
         )
 
-    tiers = [t.name for t in ctx.plan.tiers]
+    tiers = ctx.tiers
     others = [  # the engine's pods that never count
         *pod("warm-0", "warm" if "warm" in tiers else OTHER_TIER, True),
         *pod("hot-unready", "hot", False),
