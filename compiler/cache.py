@@ -58,11 +58,16 @@ def file_id(path: Path) -> str:
 @cache
 def code_digest() -> str:
     """The digest of standbyc itself: every file of the package (code, templates, pins)."""
-    package = Path(__file__).resolve().parent
+    return tree_digest(Path(__file__).resolve().parent)
+
+
+def tree_digest(directory: Path) -> str:
+    """Every file under ``directory`` (names and bytes, bytecode caches left out); a
+    directory that does not exist has the digest of an empty one."""
     h = hashlib.sha256()
-    for path in sorted(package.rglob("*")):
+    for path in sorted(directory.rglob("*")) if directory.is_dir() else ():
         if path.is_file() and "__pycache__" not in path.parts:
-            h.update(path.relative_to(package).as_posix().encode() + b"\0")
+            h.update(path.relative_to(directory).as_posix().encode() + b"\0")
             h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 

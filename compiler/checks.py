@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from compiler import alerts, names, units
 from compiler.errors import Diagnostic, Location, SpecError
-from compiler.load import LoadedSpec, PathKey, dotted_path
+from compiler.load import LoadedSpec, PathKey, Problem, dotted_path
 from compiler.spec import StandbySpec
 
 
@@ -124,9 +124,6 @@ def _from_pydantic(loaded: LoadedSpec, exc: ValidationError) -> SpecError:
         diagnostics.append(Diagnostic(location, _message(error, path)))
     diagnostics.sort(key=lambda d: (d.location.line or 0, d.location.column or 0))
     return SpecError(diagnostics)
-
-
-Problem = tuple[PathKey, str]
 
 
 def _link_budget(spec: StandbySpec) -> list[Problem]:

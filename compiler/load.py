@@ -35,6 +35,7 @@ PLAIN_TAGS = frozenset(
 )
 
 PathKey = tuple[str | int, ...]
+Problem = tuple[PathKey, str]  # a spec check's finding: the field path and the message
 
 
 @dataclass(frozen=True)

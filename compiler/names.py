@@ -16,6 +16,8 @@ STORE_LABEL = "standbyc.dev/weight-store"  # on the in-cluster store's pods, wit
 # What weight-sync Jobs push to the Pushgateway, and what the alerts select.
 WEIGHTS_METRIC = "standbyc_weights_generation"
 SYNC_JOB = "standbyc-weight-sync"
+# The namespace generated tests (promtool, kyverno) put objects in that must never match.
+TEST_OTHER_NAMESPACE = "standbyc-test-other"
 
 
 @dataclass(frozen=True)

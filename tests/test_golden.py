@@ -116,8 +116,13 @@ def test_compile_that_fails_validation_leaves_out_unchanged(workdir: Path, tmp_p
     (overrides / "serviceaccount.yaml.j2").write_text(
         sa.replace("automountServiceAccountToken: false", "automountServiceAccountToken: nope")
     )
+    # a spec's warnings are still said when validation fails
+    (workdir / "specs" / "extra.yaml").write_text(
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata:\n  name: extra\n"
+    )
     result = run_cli("compile", "--templates", str(overrides))
     assert result.code == 1
+    assert "specs/extra.yaml:4:3: metadata: metadata.namespace is not set" in result.err
     assert (
         "out/inference-system/inference-engine/serviceaccount-inference-engine-weight-sync.yaml: "
         "ServiceAccount/inference-engine-weight-sync: /automountServiceAccountToken: "

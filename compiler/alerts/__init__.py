@@ -23,6 +23,7 @@ from compiler.alerts import (
     weights_unreported,
 )
 from compiler.alerts.base import Alert, Context
+from compiler.load import Problem
 from compiler.plan import Plan
 
 ALERTS: tuple[ModuleType, ...] = (
@@ -37,8 +38,6 @@ ALERTS: tuple[ModuleType, ...] = (
 # A rate window must hold this many scrapes to survive one missed scrape (Prometheus'
 # guidance: four); with two, one missed scrape empties the window and resolves the alert.
 MIN_SCRAPES = 4
-
-Problem = tuple[tuple[str | int, ...], str]
 
 
 def field(module: ModuleType) -> str:

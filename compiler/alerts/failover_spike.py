@@ -12,7 +12,7 @@ RATE = True  # a threshold over a rate window
 
 def build(ctx: Context) -> Alert | None:
     cfg = ctx.plan.alerts.failover_spike
-    tiers = [t.name for t in ctx.plan.tiers]
+    tiers = ctx.tiers
     bits = units.human_bits(cfg.threshold)
     alert = Alert(
         name="FailoverBandwidthSpike",

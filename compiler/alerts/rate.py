@@ -50,7 +50,7 @@ def keep_firing(ctx: Context, cfg: RateAlert) -> int:
 
 
 def expression(ctx: Context, cfg: RateAlert, key: str, *, per_pod: bool) -> str:
-    tiers = [t.name for t in ctx.plan.tiers]
+    tiers = ctx.tiers
     bits = units.human_bits(cfg.threshold)
     joined = (
         f"(\n{indent(ctx.egress_bytes(cfg.window))}\n"
@@ -91,7 +91,7 @@ class Scenario:
 
     def __init__(self, ctx: Context, cfg: RateAlert, steps: int, *, per_pod: bool) -> None:
         self.ctx, self.cfg, self.steps = ctx, cfg, steps
-        tiers = [t.name for t in ctx.plan.tiers]
+        tiers = ctx.tiers
         self.tiers = tiers
         self.pods = (
             [("standby-0", tiers[0])]
@@ -178,7 +178,7 @@ def cases(ctx: Context, alert: Alert, cfg: RateAlert, *, per_pod: bool) -> list[
     window = _window_case(ctx, alert, cfg, base, firing(), per_pod=per_pod)
     if window is not None:
         out.append(window)
-    out += _holding_cases(ctx, alert, cfg, timeline.fire, per_pod=per_pod, firing=firing)
+    out += _holding_cases(ctx, alert, cfg, t0, timeline.fire, per_pod=per_pod, firing=firing)
     return out
 
 
@@ -207,7 +207,7 @@ def _window_case(
     k = math.ceil(m / 2)
     factor = m / (k - 0.5)
     idle = m + 2  # steps of idle traffic first
-    t_true = math.ceil((idle + k) * s_ms / e_ms) * e_ms
+    t_true = ctx.grid((idle + k) * s_ms)
     timeline = ctx.timeline(t_true, cfg.for_)
     scenario = Scenario(ctx, cfg, timeline.steps, per_pod=per_pod)
     incs = [0.0] * idle + [scenario.per_step(factor)] * (timeline.steps - 1 - idle)
@@ -228,13 +228,14 @@ def _holding_cases(
     ctx: Context,
     alert: Alert,
     cfg: RateAlert,
+    t0: int,
     fire: int,
     *,
     per_pod: bool,
     firing: Callable[[str | None], list[dict[str, Any]]],
 ) -> list[Case]:
+    """Cases that must keep firing from ``fire`` on; kube_pod_labels appears at ``t0``."""
     s_ms, e_ms = ctx.scrape_ms, ctx.eval_ms
-    t0 = ctx.grid(cfg.window + 2 * s_ms)
     on = t0 // s_ms
     event = math.ceil(fire / s_ms) + 1  # the scrape after the alert fired
     end = ctx.grid(event * s_ms + cfg.window + 2 * s_ms)

@@ -37,7 +37,7 @@ def build(ctx: Context) -> Alert | None:
     )
     timeline = ctx.timeline(0, cfg.for_)
     every = f"1x{timeline.steps}"
-    tiers = [t.name for t in ctx.plan.tiers]
+    tiers = ctx.tiers
 
     def pods(labelled: bool, *, selector: bool = True, ns: str | None = None) -> list[Series]:
         out: list[Series] = []

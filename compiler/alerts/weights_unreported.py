@@ -41,7 +41,7 @@ def build(ctx: Context) -> Alert | None:
         ctx.pushed(tier, ctx.plan.generation, steps, namespace=OTHER_NAMESPACE),
         ctx.pushed(tier, ctx.plan.generation, steps, standbyc_spec="another-spec"),
     ]
-    silent_tier = {"job": names.SYNC_JOB, **ctx.plan.sync.report_labels, "tier": tier}
+    silent_tier = {**pushed, "tier": tier}
     alert.cases.extend(
         ctx.fires_then_silent(
             alert,

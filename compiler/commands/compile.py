@@ -134,7 +134,8 @@ class CompileOutcome:
         if r.diagnostics:
             return "\n".join([*(str(d) for d in r.diagnostics), *warnings])
         if r.report is not None and not r.report.ok:
-            return f"validation failed; {r.out}/ was left unchanged\n{r.report.summary_text()}"
+            failed = f"validation failed; {r.out}/ was left unchanged\n{r.report.summary_text()}"
+            return "\n".join([failed, *warnings])
         if r.missed:
             what = "error" if r.strict else "warning"
             tail = f"; {r.out}/ was left unchanged" if r.strict else ""

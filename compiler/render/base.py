@@ -12,7 +12,6 @@ rendering).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import Any
 import jinja2
 from ruamel.yaml.error import YAMLError
 
-from compiler import kinds
+from compiler import cache, kinds
 from compiler.errors import TemplateError
 from compiler.yamlio import double_quoted, parse_one
 
@@ -114,13 +113,8 @@ class Renderer:
     def digest(self) -> str:
         """The templates this renderer reads, as a cache key part."""
         if self._digest is None:
-            h = hashlib.sha256()
-            for i, directory in enumerate(self._search):
-                for path in sorted(directory.rglob("*")) if directory.is_dir() else ():
-                    if path.is_file():
-                        h.update(f"{i}:{path.relative_to(directory).as_posix()}\0".encode())
-                        h.update(hashlib.sha256(path.read_bytes()).digest())
-            self._digest = h.hexdigest()
+            parts = [cache.tree_digest(directory) for directory in self._search]
+            self._digest = cache.key("templates", *parts)
         return self._digest
 
     def render_text(self, template: str, context: dict[str, Any]) -> str:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from compiler.names import TEST_OTHER_NAMESPACE as OTHER_NAMESPACE
 from compiler.plan import Plan
 from compiler.render.base import Emitted, Renderer, filename
 
 KIND = "ClusterPolicy"
 TESTS = "tests/kyverno"
-OTHER_NAMESPACE = "standbyc-test-other"
 TEST_IMAGE = "registry.example.com/engine:test"
 
 

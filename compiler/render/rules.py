@@ -51,7 +51,8 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
         # promtool reads plain rule files, not the PrometheusRule object. Each alert's tests
         # load a copy of the group holding that alert alone: promtool evaluates every rule
         # it loads at every step of every test, and alerting rules do not read each other.
-        rules_file = f"{_kebab(a.name)}.rules.yaml"
+        stem = _kebab(a.name)
+        rules_file = f"{stem}.rules.yaml"
         out.append(Emitted(f"tests/{rules_file}", {"groups": [{**group, "rules": [rule]}]}))
         # A promtool unit test is plain data, built here rather than through a template.
         test = {
@@ -76,5 +77,5 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
                 for c in a.cases
             ],
         }
-        out.append(Emitted(f"tests/{_kebab(a.name)}.test.yaml", test))
+        out.append(Emitted(f"tests/{stem}.test.yaml", test))
     return out
