@@ -5,6 +5,11 @@ The CLI is optional (``standbyc tools install --optional``; it is a long build):
 the report says the policy tests were not run. One process runs every test directory; with
 ``-o json`` it prints, after each test's "Loading test ( FILE )" line, a JSON array with one
 row per (rule, resource) and its result.
+
+A row's ``Pass`` alone does not prove a mutation: the CLI also reports ``Pass`` (reason
+``Excluded``) for a resource the rule did not match, even where the test expects the rule to
+patch it. So every resource a test expects a rule to ``pass`` on must come back with reason
+``Ok``; a policy that matches no Pod at all then fails its test.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from ruamel.yaml import YAML
 
 from compiler import tools
 from compiler.gate.promtool import Outcome
@@ -40,6 +47,41 @@ def _sections(output: str) -> dict[str, list[dict[str, object]] | None]:
             rows, _ = decoder.raw_decode(output, start + line.index("["))
             out[current] = rows if isinstance(rows, list) else None
     return out
+
+
+def expected_applied(test: Path) -> set[tuple[str, str, str, str]]:
+    """(policy, rule, kind, resource name) of every ``result: pass`` the test expects (the
+    rule matched and, with ``patchedResources``, patched exactly so)."""
+    try:
+        doc = YAML(typ="safe").load(test.read_text(encoding="utf-8"))
+    except Exception:
+        return set()  # the CLI reports what it cannot load
+    out: set[tuple[str, str, str, str]] = set()
+    results = doc.get("results") if isinstance(doc, dict) else None
+    for r in results if isinstance(results, list) else []:
+        if not isinstance(r, dict) or r.get("result") != "pass":
+            continue
+        for name in r.get("resources") or []:
+            out.add((str(r.get("policy")), str(r.get("rule")), str(r.get("kind")), str(name)))
+    return out
+
+
+def _unapplied(
+    expected: set[tuple[str, str, str, str]], rows: list[dict[str, object]]
+) -> list[dict[str, object]]:
+    """The expected passes that the CLI did not report as applied (reason ``Ok``)."""
+    applied = set()
+    for row in rows:
+        # [group/]version/Kind/[namespace/]name: the kind is the one part with a capital
+        parts = str(row.get("RESOURCE", "")).split("/")
+        kind = next((part for part in parts[:-1] if part[:1].isupper()), None)
+        if row.get("REASON") == "Ok" and kind is not None:
+            applied.add((str(row.get("POLICY")), str(row.get("RULE")), kind, parts[-1]))
+    return [
+        {"POLICY": p, "RULE": r, "RESOURCE": f"{k}/{n}", "RESULT": "Not applied",
+         "REASON": "the rule did not match it; kyverno reports that as Pass (Excluded)"}
+        for p, r, k, n in sorted(expected - applied)
+    ]  # fmt: skip
 
 
 def run(dirs: Sequence[str], *, cwd: Path, display: Callable[[str], str]) -> Outcome:
@@ -74,6 +116,7 @@ def run(dirs: Sequence[str], *, cwd: Path, display: Callable[[str], str]) -> Out
             )
             continue
         failed = [row for row in rows if row.get("RESULT") != "Pass"]
+        failed += _unapplied(expected_applied(cwd / rel), rows)
         results.append(FileResult(shown, not failed, f"{len(rows)} results"))
         for row in failed:
             findings.append(

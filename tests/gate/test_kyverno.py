@@ -71,6 +71,23 @@ def test_a_wrong_policy_fails_its_kyverno_test(
     assert failures[0].location().startswith(f"out/{TEST}: {policy}: rule egress-")
 
 
+def test_a_policy_that_matches_no_pod_fails_its_kyverno_test(tree: Path, validators: Path) -> None:
+    """The CLI reports a resource no rule matched as Pass (reason Excluded), even where the
+    test expects a patch: the gate still fails each tier's Pod that was not mutated."""
+    policy = tree / POLICY
+    text = policy.read_text()
+    assert text.count("- inference-system\n") == 3
+    policy.write_text(text.replace("- inference-system\n", "- inference-system-typo\n"))
+    report = run_gate(tree, schema_dir=validators, display_root="out", only=[POLICY])
+    assert not report.ok
+    messages = sorted(f.message for f in report.errors if f.tool == "kyverno")
+    assert messages == [
+        f"Pod/standby-{tier}-0: Not applied (the rule did not match it; kyverno reports "
+        "that as Pass (Excluded))"
+        for tier in ("cold", "hot", "warm")
+    ]
+
+
 def test_the_report_says_when_the_policy_tests_were_not_run(
     tree: Path, validators: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
