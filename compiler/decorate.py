@@ -57,19 +57,29 @@ def decorate(e: Emitted, common: Common) -> Emitted:
 
 
 def name_problem(emitted: Iterable[Emitted]) -> str | None:
-    """The emitted name furthest over its kind's limit (and how many others are over)."""
+    """An emitted name its kind does not accept: one that must start with a letter and does
+    not, else the one furthest over its kind's length limit (and how many others are)."""
+    rows = [(e, row) for e in emitted if (row := kinds.BY_NAME.get(e.kind)) is not None]
+    for e, row in rows:
+        if row.name_letter_first and not e.name[:1].isalpha():
+            return (
+                f"derived {e.kind} name {e.name!r} must start with a letter ({row.name_reason}), "
+                "so start metadata.name with one"
+            )
     over = [
-        (len(e.name) - row.name_limit, e, row.name_limit)
-        for e in emitted
-        if (row := kinds.BY_NAME.get(e.kind)) is not None and len(e.name) > row.name_limit
+        (len(e.name) - row.name_limit, e, row) for e, row in rows if len(e.name) > row.name_limit
     ]
     if not over:
         return None
-    _, e, limit = max(over, key=lambda item: item[0])
-    more = f" ({len(over) - 1} more objects are too long)" if len(over) > 1 else ""
+    _, e, row = max(over, key=lambda item: item[0])
+    others = len(over) - 1
+    more = {0: "", 1: " (1 more object is too long)"}.get(
+        others, f" ({others} more objects are too long)"
+    )
+    why = f" ({row.name_reason})" if row.name_reason else ""
     return (
-        f"derived {e.kind} name {e.name!r} is {len(e.name)} characters; Kubernetes allows "
-        f"{limit} for a {e.kind}, so shorten metadata.name{more}"
+        f"derived {e.kind} name {e.name!r} is {len(e.name)} characters; a {e.kind} name has "
+        f"at most {row.name_limit}{why}, so shorten metadata.name{more}"
     )
 
 

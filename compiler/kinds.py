@@ -15,6 +15,7 @@ from dataclasses import dataclass
 KUBERNETES = "kubernetes"  # schema from the Kubernetes JSON schemas (kubernetes-validate)
 STANDBYC = "standbyc"  # schema from the CRD standbyc ships (``crd`` below)
 WAVE_ANNOTATION = "argocd.argoproj.io/sync-wave"
+SUBDOMAIN = 253  # the longest DNS-1123 subdomain, what most kinds take as a name
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,12 @@ class Kind:
     # Argo CD sync wave. None: no wave (hooks order themselves, and files that are
     # not applied have none).
     wave: int | None
-    name_limit: int = 63  # what the API server accepts for metadata.name
+    # What metadata.name may be: most kinds take a DNS-1123 subdomain (253 characters);
+    # ``name_why`` says where a shorter limit comes from, ``name_letter_first`` that the
+    # name must start with a letter (a DNS-1035 label).
+    name_limit: int = SUBDOMAIN
+    name_why: str = ""
+    name_letter_first: bool = False
     namespaced: bool = True
     # Where kubeconform's schema comes from: KUBERNETES, STANDBYC, or the Go module of a
     # CRD source pinned in compiler/data/pins.json.
@@ -35,36 +41,44 @@ class Kind:
     decorated: bool = True  # gets namespace, common labels and annotations after rendering
 
     @property
+    def name_reason(self) -> str:
+        """Why names of this kind have their limit, for messages ("" when unknown)."""
+        return self.name_why or ("a DNS-1123 subdomain" if self.name_limit == SUBDOMAIN else "")
+
+    @property
     def top_keys(self) -> frozenset[str]:
         return frozenset(("apiVersion", "kind", "metadata", *self.fields))
 
 
 # Rows in apply order: what others depend on comes first.
 KINDS: tuple[Kind, ...] = (
-    Kind(
-        "CustomResourceDefinition",
-        "apiextensions.k8s.io/v1",
-        wave=-2,
-        name_limit=253,
-        namespaced=False,
-    ),
+    Kind("CustomResourceDefinition", "apiextensions.k8s.io/v1", wave=-2, namespaced=False),
     Kind("ServiceAccount", "v1", wave=-1, fields=("automountServiceAccountToken",)),
     # The policy must exist before the tier Pods are (re)created to mutate them.
     Kind(
         "ClusterPolicy",
         "kyverno.io/v1",
         wave=-1,
+        name_limit=63,
+        name_why="Kyverno refuses longer policy names",
         namespaced=False,
         schema="github.com/kyverno/kyverno",
     ),
     Kind("ConfigMap", "v1", wave=0, fields=("data",)),
-    Kind("Service", "v1", wave=0),
+    # Its name becomes a DNS name in the cluster: a DNS-1035 label.
+    Kind(
+        "Service",
+        "v1",
+        wave=0,
+        name_limit=63,
+        name_why="a DNS-1035 label",
+        name_letter_first=True,
+    ),
     Kind("NetworkPolicy", "networking.k8s.io/v1", wave=0),
     Kind(
         "CiliumEgressQoS",
         "cilium.io/v2",
         wave=0,
-        name_limit=253,
         schema=STANDBYC,
         crd="crds/ciliumegressqoses.cilium.io.yaml",
     ),
@@ -76,10 +90,20 @@ KINDS: tuple[Kind, ...] = (
         schema="github.com/prometheus-operator/prometheus-operator",
     ),
     Kind("Deployment", "apps/v1", wave=0),
-    # The API server refuses CronJob names over 52 characters: it appends an
-    # 11-character suffix to name each Job.
-    Kind("CronJob", "batch/v1", wave=1, name_limit=52),
-    Kind("Job", "batch/v1", wave=None),
+    Kind(
+        "CronJob",
+        "batch/v1",
+        wave=1,
+        name_limit=52,
+        name_why="the API server appends 11 characters to name each of its Jobs",
+    ),
+    Kind(
+        "Job",
+        "batch/v1",
+        wave=None,
+        name_limit=63,
+        name_why="it becomes the job-name label of its Pods, and a label value has 63 at most",
+    ),
     # kustomize files: read by kustomize, never applied themselves.
     Kind(
         "Component",

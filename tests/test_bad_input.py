@@ -66,14 +66,19 @@ EXPECTED = {
     "missing-metadata": "1:1: metadata: required field is missing",
     "cronjob-name-too-long": (
         "4:9: metadata.name: derived CronJob name "
-        "'a-thirty-seven-character-engine-namex-weight-sync-cold' is 54 characters; Kubernetes "
-        "allows 52 for a CronJob, so shorten metadata.name (2 more objects are too long)"
+        "'a-thirty-seven-character-engine-namex-weight-sync-cold' is 54 characters; a CronJob "
+        "name has at most 52 (the API server appends 11 characters to name each of its Jobs), "
+        "so shorten metadata.name (2 more objects are too long)"
     ),
     "derived-name-too-long": (
         "4:9: metadata.name: derived ClusterPolicy name "
         "'standbyc-default-an-engine-name-that-is-fifty-one-characters-long-xy-egress' is 75 "
-        "characters; Kubernetes allows 63 for a ClusterPolicy, so shorten metadata.name "
-        "(8 more objects are too long)"
+        "characters; a ClusterPolicy name has at most 63 (Kyverno refuses longer policy "
+        "names), so shorten metadata.name (4 more objects are too long)"
+    ),
+    "service-name-starts-with-digit": (
+        "4:9: metadata.name: derived Service name '7b-engine-weight-store' must start with a "
+        "letter (a DNS-1035 label), so start metadata.name with one"
     ),
     "deep-nesting": "6:142: nested more than 32 levels deep; a spec is a few levels deep",
     "merge-key": (

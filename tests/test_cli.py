@@ -121,6 +121,22 @@ def test_a_spec_without_a_namespace_is_warned_about(tmp_path: Path) -> None:
     )
 
 
+def test_names_up_to_each_kinds_limit_compile(tmp_path: Path) -> None:
+    """A 46-character name (without a Kyverno policy, 63 at most): its ConfigMaps (253
+    allowed) are longer than 63 and are accepted; the cold tier's Job is 63, at its limit."""
+    name = "e" * 46
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {{name: {name}, "
+        "namespace: n}\nspec:\n  qos: {outputs: [ciliumEgressQoS]}\n"
+    )
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0, result.err
+    written = {p.name for p in (tmp_path / "out" / "n" / name).iterdir()}
+    assert f"configmap-{name}-grpc-channel-args.yaml" in written
+    assert f"job-{name}-weight-sync-cold.yaml" in written
+
+
 def test_json_on_failure_is_one_document(tmp_path: Path) -> None:
     result = run_cli("weights", "verify", str(tmp_path / "missing"), "--manifest",
                      str(tmp_path / "m.json"), "--format", "json")  # fmt: skip

@@ -82,8 +82,8 @@ def test_the_row_sets_the_name_limit(
     spec = REPO / "specs" / "inference-engine.yaml"
     result = compile_tree([spec], tmp_path / "out", validate=False, templates=toy_kind)
     assert [d.message for d in result.diagnostics] == [
-        "derived PodMonitor name 'inference-engine-toy' is 20 characters; Kubernetes allows 10 "
-        "for a PodMonitor, so shorten metadata.name"
+        "derived PodMonitor name 'inference-engine-toy' is 20 characters; a PodMonitor name "
+        "has at most 10, so shorten metadata.name"
     ]
     assert result.diagnostics[0].location.path == "metadata.name"
     assert not (tmp_path / "out").exists()
