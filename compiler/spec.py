@@ -367,8 +367,9 @@ class Istio(Model):
     host: HostName | None = None
     mode: Literal["sidecar", "ambient"] = Field(
         "sidecar",
-        description="how the namespace is in the mesh. ambient: traffic between pods "
-        "arrives on the HBONE port 15008, so the weight store's NetworkPolicy admits it there too",
+        description="how the namespace is in the mesh (whether or not enabled emits the "
+        "DestinationRule). ambient: traffic between pods arrives on the HBONE port 15008 and "
+        "the kubelet's probes from 169.254.7.127, so the weight store's NetworkPolicy admits both",
     )
 
 

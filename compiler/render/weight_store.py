@@ -7,11 +7,16 @@ from __future__ import annotations
 from compiler.plan import Plan
 from compiler.render.base import Emitted, Renderer, filename
 
+# Istio ambient (https://istio.io/latest/docs/ambient/usage/networkpolicy/): ztunnel
+# delivers mesh traffic to a pod on the HBONE port, and the kubelet's probes arrive SNATed
+# from a fixed link-local address. The mode decides, not ``istio.enabled`` (which only
+# emits the DestinationRule): a namespace in the ambient mesh gets both either way.
 HBONE_PORT = 15008
+AMBIENT_PROBE_SOURCE = "169.254.7.127/32"
 
 
 def _ambient(plan: Plan) -> bool:
-    return plan.pool.istio.enabled and plan.pool.istio.mode == "ambient"
+    return plan.pool.istio.mode == "ambient"
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
@@ -40,8 +45,9 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
             "name": name,
             "selector": selector,
             "from_selector": plan.sync.pod_labels,
-            # Istio ambient: ztunnel delivers mesh traffic to the pod on HBONE, port 15008.
             "ports": [store.port, *([HBONE_PORT] if _ambient(plan) else [])],
+            "probe_sources": [AMBIENT_PROBE_SOURCE] if _ambient(plan) else [],
+            "probe_port": store.port,
         },
         "NetworkPolicy",
     )
