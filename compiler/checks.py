@@ -199,12 +199,13 @@ def _label_names(spec: StandbySpec) -> list[Problem]:
     make the alerts' selectors ambiguous."""
     engine = spec.spec.engine
     seen: dict[str, str] = {}
-    for key in [*engine.selector, engine.tier_label]:
+    keys = [(("spec", "engine", "selector", k), k) for k in engine.selector]
+    for path, key in [*keys, (("spec", "engine", "tierLabel"), engine.tier_label)]:
         name = names.ksm_label(key)
         if name in seen and seen[name] != key:
             return [
                 (
-                    ("spec", "engine"),
+                    path,
                     f"pod label keys {seen[name]!r} and {key!r} both become {name} in "
                     "kube-state-metrics (sanitised, snake_case, lower case); rename one",
                 )

@@ -468,11 +468,17 @@ class WeightSync(Model):
     report: WeightReport = Field(default_factory=WeightReport)
 
 
+Severity = Literal["info", "warning", "critical"]
+
+
 class RateAlert(Model):
+    """A threshold over a rate window. Each alert's subclass gives its defaults, so a spec
+    sets only what it changes (``bandwidthHigh: {window: 10m}``)."""
+
     threshold: BitsPerSecond
     window: Millis
     for_: Millis = Field(alias="for")
-    severity: Literal["info", "warning", "critical"]
+    severity: Severity
     keep_firing_for: Millis | None = Field(
         None,
         description="keep a firing alert firing this long after its expression turns false "
@@ -482,25 +488,50 @@ class RateAlert(Model):
     )
 
 
+class BandwidthHighAlert(RateAlert):
+    threshold: BitsPerSecond = 10 * 10**9
+    window: Millis = 5 * 60_000
+    for_: Millis = Field(5 * 60_000, alias="for")
+    severity: Severity = "warning"
+
+
+class FailoverSpikeAlert(RateAlert):
+    threshold: BitsPerSecond = 50 * 10**9
+    window: Millis = 2 * 60_000
+    for_: Millis = Field(60_000, alias="for")
+    severity: Severity = "critical"
+
+
 class DurationAlert(Model):
+    """An alert with only a ``for``; each alert's subclass gives its defaults."""
+
     for_: Millis = Field(alias="for")
-    severity: Literal["info", "warning", "critical"]
+    severity: Severity
 
 
-def _duration_alert(for_: str, severity: str) -> DurationAlert:
-    return DurationAlert.model_validate({"for": for_, "severity": severity})
+class HotReplicasLowAlert(DurationAlert):
+    for_: Millis = Field(2 * 60_000, alias="for")
+    severity: Severity = "critical"
 
 
-def _bandwidth_high() -> RateAlert:
-    return RateAlert.model_validate(
-        {"threshold": "10Gbit/s", "window": "5m", "for": "5m", "severity": "warning"}
-    )
+class WeightSyncFailedAlert(DurationAlert):
+    for_: Millis = Field(60_000, alias="for")
+    severity: Severity = "critical"
 
 
-def _failover_spike() -> RateAlert:
-    return RateAlert.model_validate(
-        {"threshold": "50Gbit/s", "window": "2m", "for": "1m", "severity": "critical"}
-    )
+class WeightsBehindAlert(DurationAlert):
+    for_: Millis = Field(15 * 60_000, alias="for")
+    severity: Severity = "warning"
+
+
+class WeightsUnreportedAlert(DurationAlert):
+    for_: Millis = Field(30 * 60_000, alias="for")
+    severity: Severity = "warning"
+
+
+class TierLabelsMissingAlert(DurationAlert):
+    for_: Millis = Field(15 * 60_000, alias="for")
+    severity: Severity = "warning"
 
 
 class Alerts(Model):
@@ -514,21 +545,13 @@ class Alerts(Model):
         "release: <its Helm release>; the default matches a release named "
         "kube-prometheus-stack)",
     )
-    bandwidth_high: RateAlert = Field(default_factory=_bandwidth_high)
-    failover_spike: RateAlert = Field(default_factory=_failover_spike)
-    hot_replicas_low: DurationAlert = Field(
-        default_factory=lambda: _duration_alert("2m", "critical")
-    )
-    weight_sync_failed: DurationAlert = Field(
-        default_factory=lambda: _duration_alert("1m", "critical")
-    )
-    weights_behind: DurationAlert = Field(default_factory=lambda: _duration_alert("15m", "warning"))
-    weights_unreported: DurationAlert = Field(
-        default_factory=lambda: _duration_alert("30m", "warning")
-    )
-    tier_labels_missing: DurationAlert = Field(
-        default_factory=lambda: _duration_alert("15m", "warning")
-    )
+    bandwidth_high: BandwidthHighAlert = Field(default_factory=BandwidthHighAlert)
+    failover_spike: FailoverSpikeAlert = Field(default_factory=FailoverSpikeAlert)
+    hot_replicas_low: HotReplicasLowAlert = Field(default_factory=HotReplicasLowAlert)
+    weight_sync_failed: WeightSyncFailedAlert = Field(default_factory=WeightSyncFailedAlert)
+    weights_behind: WeightsBehindAlert = Field(default_factory=WeightsBehindAlert)
+    weights_unreported: WeightsUnreportedAlert = Field(default_factory=WeightsUnreportedAlert)
+    tier_labels_missing: TierLabelsMissingAlert = Field(default_factory=TierLabelsMissingAlert)
 
 
 class Failover(Model):

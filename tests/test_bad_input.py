@@ -80,6 +80,15 @@ EXPECTED = {
         "4:9: metadata.name: derived Service name '7b-engine-weight-store' must start with a "
         "letter (a DNS-1035 label), so start metadata.name with one"
     ),
+    "label-keys-collide": (
+        "9:16: spec.engine.tierLabel: pod label keys 'app.kubernetes.io/name' and "
+        "'app-kubernetes-io/name' both become label_app_kubernetes_io_name in "
+        "kube-state-metrics (sanitised, snake_case, lower case); rename one"
+    ),
+    "window-under-four-scrapes": (
+        "8:29: spec.alerts.bandwidthHigh.window: rate window 1m30s holds fewer than 4 scrapes "
+        "at scrapeInterval 30s; with fewer, one missed scrape resolves the alert"
+    ),
     "deep-nesting": "6:142: nested more than 32 levels deep; a spec is a few levels deep",
     "merge-key": (
         "4:3: metadata: YAML merge keys (<<) are not supported in a spec; write the value out"

@@ -121,6 +121,22 @@ def test_a_spec_without_a_namespace_is_warned_about(tmp_path: Path) -> None:
     )
 
 
+def test_empty_rule_labels_are_warned_about(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: e, namespace: n}\n"
+        "spec:\n  alerts:\n    ruleLabels: {}\n"
+    )
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0
+    assert result.err == (
+        f"standbyc: warning: {spec}:6:17: spec.alerts.ruleLabels: spec.alerts.ruleLabels is "
+        "empty: a Prometheus with a ruleSelector (as kube-prometheus-stack sets one, release: "
+        "<its release>) does not load the PrometheusRule\n"
+    )
+    assert "requires: a Prometheus with an empty ruleSelector" in result.out
+
+
 def test_names_up_to_each_kinds_limit_compile(tmp_path: Path) -> None:
     """A 46-character name (without a Kyverno policy, 63 at most): its ConfigMaps (253
     allowed) are longer than 63 and are accepted; the cold tier's Job is 63, at its limit."""
