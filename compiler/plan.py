@@ -49,10 +49,19 @@ class EnginePlan:
     ports: EnginePorts
 
     @property
+    def label_keys(self) -> list[str]:
+        """The pod label keys the alerts select on, in the spec's order."""
+        return list(dict.fromkeys([*self.selector, self.tier_label]))
+
+    @property
     def allowlist_flag(self) -> str:
         """The kube-state-metrics flag that exports the pod labels the alerts select on."""
-        keys = dict.fromkeys([*self.selector, self.tier_label])
-        return f"--metric-labels-allowlist=pods=[{','.join(keys)}]"
+        return allowlist_flag(self.label_keys)
+
+
+def allowlist_flag(keys: list[str]) -> str:
+    """kube-state-metrics' flag exporting these pod label keys on kube_pod_labels."""
+    return f"--metric-labels-allowlist=pods=[{','.join(keys)}]"
 
 
 @dataclass(frozen=True)

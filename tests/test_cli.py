@@ -137,6 +137,27 @@ def test_empty_rule_labels_are_warned_about(tmp_path: Path) -> None:
     assert "requires: a Prometheus with an empty ruleSelector" in result.out
 
 
+def test_specs_with_other_label_keys_get_one_allowlist_for_all(tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    head = (
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: %s, namespace: n}\n"
+    )
+    (specs / "a.yaml").write_text(head % "a")
+    (specs / "b.yaml").write_text(
+        head % "b" + "spec:\n  engine: {selector: {app.kubernetes.io/name: b}, tierLabel: tier}\n"
+    )
+    result = run_cli("compile", str(specs), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0, result.err
+    assert (
+        "  one kube-state-metrics for all 2 specs: "
+        "--metric-labels-allowlist=pods=[app,app.kubernetes.io/name,tier]\n"
+    ) in result.out
+    alone = run_cli("compile", str(specs / "a.yaml"), "--out", str(tmp_path / "out"),
+                    "--no-validate")  # fmt: skip
+    assert "one kube-state-metrics" not in alone.out
+
+
 def test_names_up_to_each_kinds_limit_compile(tmp_path: Path) -> None:
     """A 46-character name (without a Kyverno policy, 63 at most): its ConfigMaps (253
     allowed) are longer than 63 and are accepted; the cold tier's Job is 63, at its limit."""

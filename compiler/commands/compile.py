@@ -98,6 +98,18 @@ class CompileOutcome:
         c = self.result.changes
         return {"added": len(c.added), "changed": len(c.changed), "removed": len(c.removed)}
 
+    def _shared_allowlist(self) -> str | None:
+        """The allowlist flag one kube-state-metrics needs for every spec compiled, when the
+        specs' own flags differ (each spec's line names only its own keys)."""
+        flags = {one.plan.engine.allowlist_flag for one in self.result.specs}
+        if len(flags) < 2:
+            return None
+        # imported here: the CLI starts without pydantic (the weight-sync image has none)
+        from compiler.plan import allowlist_flag
+
+        keys = [k for one in self.result.specs for k in one.plan.engine.label_keys]
+        return allowlist_flag(sorted(set(keys)))
+
     def to_json(self) -> dict[str, Any]:
         r = self.result
         return {
@@ -109,6 +121,7 @@ class CompileOutcome:
             "diagnostics": [d.to_json() for d in r.diagnostics],
             "validation": json.loads(r.report.to_json()) if r.report else None,
             "objectivesMissed": r.missed,
+            "sharedAllowlist": self._shared_allowlist(),
             "warnings": r.warnings,
         }
 
@@ -125,6 +138,8 @@ class CompileOutcome:
         ]
         for one in r.specs:
             lines += _spec_lines(spec_summary(one))
+        if shared := self._shared_allowlist():
+            lines.append(f"  one kube-state-metrics for all {len(r.specs)} specs: {shared}")
         lines.append(r.report.summary_text() if r.report else "validation skipped (--no-validate)")
         return "\n".join(lines)
 
