@@ -22,6 +22,7 @@ from typing import Any
 
 from compiler import names, units
 from compiler.plan import Plan
+from compiler.spec import TIER_NAMES
 
 MARGIN = 0.02  # how far test series sit above or below a threshold
 OTHER_NAMESPACE = names.TEST_OTHER_NAMESPACE
@@ -130,7 +131,10 @@ class Context:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.ns = plan.namespace
-        self.tiers = [t.name for t in plan.tiers]
+        self.tiers = [t.name for t in plan.tiers]  # the tiers with replicas
+        # Every value the tier label can take: a pod relabelled into a tier the spec gives no
+        # replicas (a promotion, a hand edit) is still a standby sending traffic.
+        self.standby_tiers = list(TIER_NAMES)
         self.eval_ms = plan.alerts.evaluation_interval
         self.scrape_ms = plan.alerts.scrape_interval
         self.tier_key = plan.engine.ksm_tier
@@ -181,6 +185,28 @@ class Context:
             f"group by (namespace) (kube_pod_info{selector({'namespace': self.ns})})\n"
             "unless on (namespace)\n"
             f"group by (namespace) ({labelled})"
+        )
+
+    def labels_withheld(self) -> str:
+        """True while no pod is exported with the engine's labels, and either none has been
+        for ``LABELS_SEEN_MS`` (kube-state-metrics never had the allowlist), or a pod that
+        was exported with them in that time still runs (kube-state-metrics was redeployed
+        without the allowlist, or the labels were removed, under running pods). Pods that
+        were exported with their labels and then went away are neither: they are gone."""
+        seen = f"last_over_time({self.labelled_pods()}[{units.prom_duration(LABELS_SEEN_MS)}])"
+        still_running = (
+            "group by (namespace) (\n"
+            f"  kube_pod_info{selector({'namespace': self.ns})}\n"
+            "  and on (namespace, pod)\n"
+            f"  {seen}\n"
+            ")"
+        )
+        return (
+            f"(\n{indent(self.labels_missing(LABELS_SEEN_MS))}\n)\n"
+            "or\n"
+            f"(\n{indent(self.labels_missing())}\n"
+            "  and on (namespace)\n"
+            f"{indent(still_running)}\n)"
         )
 
     def egress_bytes(self, window_ms: int) -> str:

@@ -12,7 +12,7 @@ RATE = True  # a threshold over a rate window
 
 def build(ctx: Context) -> Alert | None:
     cfg = ctx.plan.alerts.failover_spike
-    tiers = ctx.tiers
+    tiers = ctx.standby_tiers
     bits = units.human_bits(cfg.threshold)
     alert = Alert(
         name="FailoverBandwidthSpike",

@@ -39,10 +39,11 @@ def build(ctx: Context) -> Alert | None:
             "  )\n"
             "  or vector(0)\n"
             f") < {hot.replicas}\n"
-            "# not while no pod is exported with its labels (StandbyTierLabelsMissing),\n"
-            f"# unless labelled pods were seen in the last {units.prom_duration(LABELS_SEEN_MS)}\n"
+            "# not while no pod is exported with its labels (StandbyTierLabelsMissing):\n"
+            "# none for the last "
+            f"{units.prom_duration(LABELS_SEEN_MS)}, or pods exported with them then still run\n"
             "unless on ()\n"
-            f"(\n{indent(ctx.labels_missing(LABELS_SEEN_MS))}\n)\n"
+            f"(\n{indent(ctx.labels_withheld())}\n)\n"
         ),
         for_ms=cfg.for_,
         labels={
@@ -63,10 +64,17 @@ def build(ctx: Context) -> Alert | None:
     steps = timeline.steps
 
     def pod(
-        name: str, tier: str | None, ready: bool, namespace: str | None = None, n: int = 0
+        name: str,
+        tier: str | None,
+        ready: bool,
+        namespace: str | None = None,
+        n: int = 0,
+        *,
+        engine: bool = True,
     ) -> list[Series]:
         """A pod as kube-state-metrics exports it: one ready series per condition; ``n``
-        samples (default: the timeline's)."""
+        samples (default: the timeline's); ``engine`` False: it carries the tier label but
+        not the engine's selector labels (another app's pod)."""
         n = n or steps
         out: list[Series] = []
         for condition, value in (("true", ready), ("false", not ready), ("unknown", False)):
@@ -75,7 +83,7 @@ def build(ctx: Context) -> Alert | None:
             out += ctx.ksm_series("kube_pod_status_ready", labels, f"{int(value)}x{n}")
         return (
             out
-            + ctx.labels_series(name, tier, f"1x{n}", namespace)
+            + ctx.labels_series(name, tier, f"1x{n}", namespace, selector_labels=engine)
             + ctx.pod_info(name, f"1x{n}", namespace)
         )
 
@@ -84,6 +92,8 @@ def build(ctx: Context) -> Alert | None:
         *pod("warm-0", "warm" if "warm" in tiers else OTHER_TIER, True),
         *pod("hot-unready", "hot", False),
     ]
+    if ctx.engine_labels:  # another app's ready pod labelled hot
+        others += pod("other-app-hot-0", "hot", True, engine=False)
     foreign = [*others, *pod("hot-x", "hot", True, OTHER_NAMESPACE)]
     short = [s for i in range(hot.replicas - 1) for s in pod(f"hot-{i}", "hot", True)]
     full = [s for i in range(hot.replicas) for s in pod(f"hot-{i}", "hot", True)]
@@ -98,6 +108,21 @@ def build(ctx: Context) -> Alert | None:
     n = held_back // ctx.scrape_ms + 2
     gone = [Series(s.series, f"1x{PRESENT - 1} stale") for s in [*full, *others]]
     stays = [*pod("hot-x", "hot", True, OTHER_NAMESPACE, n), *pod("store-0", None, True, n=n)]
+    # The same pods keep running and stay ready, but from the PRESENT-th scrape on
+    # kube-state-metrics exports them without labels: held back, it is not a page.
+    lost = ctx.timeline(last_seen + ctx.scrape_ms, cfg.for_)
+    dropped: list[Series] = []
+    for i in range(hot.replicas):
+        name = f"hot-{i}"
+        dropped += [
+            Series(s.series, f"1x{PRESENT - 1} stale")
+            if s.series.startswith("kube_pod_labels")
+            else s
+            for s in pod(name, "hot", True, n=lost.steps)
+        ]
+        dropped += ctx.labels_series(
+            name, None, " ".join(["_"] * PRESENT + [f"1x{lost.steps - PRESENT}"])
+        )
     alert.cases.extend(
         ctx.fires_then_silent(
             alert,
@@ -134,6 +159,13 @@ def build(ctx: Context) -> Alert | None:
                 "kube-state-metrics does not export (StandbyTierLabelsMissing fires instead)",
                 unlabelled,
                 [Check(timeline.end, [])],
+            ),
+            Case(
+                f"HotTierBelowReplicas stays silent when kube-state-metrics stops exporting the "
+                f"labels of {hot.replicas} running, ready hot pods (redeployed without the "
+                "allowlist)",
+                dropped,
+                [Check(t, []) for t in (lost.fire - ctx.eval_ms, lost.fire, lost.end)],
             ),
         ]
     )

@@ -4,13 +4,17 @@ series shaped as a real cluster exports them.
 Cases, each one failing when the rule departs from the spec in one way:
 - *fires exactly* ``for`` after the traffic crosses the threshold by 2 % (a changed
   threshold or ``for`` moves or stops it), and *stays silent* 2 % below;
-- *window*: traffic that starts from idle crosses the threshold at a time set by the rate
-  window (a changed window moves it);
+- *window*: traffic ramping from idle reads above the threshold at an evaluation set by
+  the rate window, as rate() reads it on or off the scrape grid (half the window fires an
+  evaluation early, twice the window late);
 - *keeps firing*, as one alert with the same labels, through one missed kubelet scrape and
   one missed kube-state-metrics scrape (which only ``keep_firing_for`` bridges: traffic
   over the threshold reads below it for an evaluation), a counter that restarts, and
-  the pod relabelled from one tier to another while the two kube-state-metrics replicas
-  disagree for a scrape.
+  the pod relabelled to another tier (one the spec gives no replicas, where there is one)
+  while the two kube-state-metrics replicas disagree for a scrape.
+
+Every standby tier value matches (hot, warm, cold), also one without replicas, so a pod
+promoted into it mid-incident stays seen; another app's pod with a tier label never does.
 
 Interfaces: a pod's egress is split over ``eth0`` and a second interface (``net1``, as
 Multus adds); loopback carries far more and must never count.
@@ -23,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from compiler import units
+from compiler.alerts import extrapolation
 from compiler.alerts.base import (
     MARGIN,
     OTHER_NAMESPACE,
@@ -50,7 +55,7 @@ def keep_firing(ctx: Context, cfg: RateAlert) -> int:
 
 
 def expression(ctx: Context, cfg: RateAlert, key: str, *, per_pod: bool) -> str:
-    tiers = ctx.tiers
+    tiers = ctx.standby_tiers
     bits = units.human_bits(cfg.threshold)
     joined = (
         f"(\n{indent(ctx.egress_bytes(cfg.window))}\n"
@@ -129,16 +134,21 @@ class Scenario:
         return [self.per_step(factor)] * (self.steps - 1)
 
     def foreign(self, on: int) -> list[Series]:
-        """Loud pods that must never match: the same name in another namespace, and a pod
-        of the engine in another tier."""
+        """Loud pods that must never match: the same name in another namespace, a pod of
+        the engine in another tier, and another app's pod with a standby tier label."""
         loud = self.constant(LOUD * len(self.pods))
         labels = gauge(self.steps, on)
-        return [
+        tier = self.tiers[0]
+        out = [
             *self.counters(self.pods[0][0], loud, OTHER_NAMESPACE),
-            *self.ctx.labels_series(self.pods[0][0], self.tiers[0], labels, OTHER_NAMESPACE),
+            *self.ctx.labels_series(self.pods[0][0], tier, labels, OTHER_NAMESPACE),
             *self.counters("other-tier-0", loud),
             *self.ctx.labels_series("other-tier-0", OTHER_TIER, labels),
         ]
+        if self.ctx.engine_labels:
+            out += self.counters("other-app-0", loud)
+            out += self.ctx.labels_series("other-app-0", tier, labels, selector_labels=False)
+        return out
 
 
 def cases(ctx: Context, alert: Alert, cfg: RateAlert, *, per_pod: bool) -> list[Case]:
@@ -175,52 +185,79 @@ def cases(ctx: Context, alert: Alert, cfg: RateAlert, *, per_pod: bool) -> list[
         ),
         (f"{alert.name} stays silent {MARGIN:.0%} below {bits}", at(1 - MARGIN)),
     )
-    window = _window_case(ctx, alert, cfg, base, firing(), per_pod=per_pod)
+    window = _window_case(ctx, alert, cfg, firing(), per_pod=per_pod)
     if window is not None:
         out.append(window)
     out += _holding_cases(ctx, alert, cfg, t0, timeline.fire, per_pod=per_pod, firing=firing)
     return out
 
 
+# How far from the threshold a ramp's reading must be at the window case's checks.
+WINDOW_MARGIN = 0.03
+
+
 def _window_case(
     ctx: Context,
     alert: Alert,
     cfg: RateAlert,
-    base: Scenario,
     expected: list[dict[str, Any]],
     *,
     per_pod: bool,
 ) -> Case | None:
-    """Traffic from idle crosses the threshold after K of the window's m scrape intervals.
+    """Traffic ramps from idle to f x threshold; the rule must fire exactly ``for`` after
+    the first evaluation k at which rate() over its window reads above the threshold.
 
-    With evaluations on scrape times, a window of W holds m + 1 samples (m = ceil(W/S) - 1)
-    and rate() is the increase over those m intervals divided by m*S. At f x threshold,
-    k intervals into the ramp the expression is f*k/m x threshold: choosing
-    f = m/(K - 1/2) makes it turn true at exactly k = K, with a third of a step of margin
-    either side. Evaluations off the scrape grid make the crossing depend on rate()'s
-    extrapolation, so the case is left out there.
+    Over half the window rate() reaches the ramp's level sooner, over twice the window
+    later. f and k are chosen by reading the ramp as rate() does (``extrapolation``, both
+    window conventions, evaluations on or off the scrape grid) so that the rule reads 3 %
+    below the threshold at k - 1 and 3 % above from k until it fires, while over half the
+    window it reads 3 % above from k - 1 on (it would fire an evaluation early) and over
+    twice the window 3 % below at k (it would fire late). None when no ramp separates them.
     """
-    s_ms, e_ms = ctx.scrape_ms, ctx.eval_ms
-    if e_ms % s_ms:
+    s_ms, e_ms, w = ctx.scrape_ms, ctx.eval_ms, cfg.window
+    for_ms = ctx.grid(cfg.for_)
+    idle = math.ceil(2 * w / s_ms) + 2  # idle samples: every window starts out idle
+    last = idle * s_ms + 2 * w + for_ms + 2 * e_ms  # the latest firing time considered
+    # One threshold-interval of traffic per scrape interval from sample ``idle`` on: read as
+    # a rate and scaled by the interval, 1.0 is the ramp's full speed at f = 1.
+    unit = [(i * s_ms, 1e12 + max(0, i - idle)) for i in range(last // s_ms + 2)]
+    scale = s_ms / 1000
+    cache: dict[tuple[int, int], tuple[float, float]] = {}
+
+    def reading(window: int, k: int) -> tuple[float, float]:
+        if (window, k) not in cache:
+            lo, hi = extrapolation.bounds(unit, k * e_ms, window)
+            cache[window, k] = (lo * scale, hi * scale)
+        return cache[window, k]
+
+    best: tuple[float, int, float] | None = None  # (f range's width as a ratio, k, f)
+    for k in range(1, (last - for_ms) // e_ms + 1):
+        fire = k * e_ms + for_ms
+        after = min(reading(w, j)[0] for j in range(k, fire // e_ms + 1))
+        early = min(reading(w // 2, j)[0] for j in range(k - 1, fire // e_ms))
+        if after <= 0 or early <= 0:
+            continue
+        low = (1 + WINDOW_MARGIN) / min(after, early)
+        high = (1 - WINDOW_MARGIN) / max(reading(w, k - 1)[1], reading(2 * w, k)[1])
+        if low <= high and (best is None or high / low > best[0]):
+            best = (high / low, k, math.sqrt(low * high))
+    if best is None:
         return None
-    m = math.ceil(cfg.window / s_ms) - 1
-    k = math.ceil(m / 2)
-    factor = m / (k - 0.5)
-    idle = m + 2  # steps of idle traffic first
-    t_true = ctx.grid((idle + k) * s_ms)
-    timeline = ctx.timeline(t_true, cfg.for_)
-    scenario = Scenario(ctx, cfg, timeline.steps, per_pod=per_pod)
-    incs = [0.0] * idle + [scenario.per_step(factor)] * (timeline.steps - 1 - idle)
+    _, k, factor = best
+    fire = k * e_ms + for_ms
+    steps = fire // s_ms + 2
+    scenario = Scenario(ctx, cfg, steps, per_pod=per_pod)
+    incs = [0.0] * idle + [scenario.per_step(factor)] * (steps - 1 - idle)
     inputs: list[Series] = []
     for pod, tier in scenario.pods:
         inputs += scenario.counters(pod, incs)
-        inputs += ctx.labels_series(pod, tier, gauge(timeline.steps))
+        inputs += ctx.labels_series(pod, tier, gauge(steps))
     return Case(
-        f"{alert.name} fires when a ramp from idle fills {k} of the "
-        f"{units.prom_duration(cfg.window)} window's {m} scrape intervals, "
-        f"{units.prom_duration(cfg.for_)} later",
+        f"{alert.name} fires {units.prom_duration(cfg.for_)} after a ramp from idle to "
+        f"{factor:.2f} x {units.human_bits(cfg.threshold)} reads above it over the "
+        f"{units.prom_duration(w)} window (half the window: an evaluation sooner; twice: later)",
         inputs,
-        [Check(timeline.fire - e_ms, []), Check(timeline.fire, expected)],
+        [Check(fire - e_ms, []), Check(fire, expected)],
     )
 
 
@@ -272,8 +309,11 @@ def _holding_cases(
         inputs += ctx.labels_series(pod, tier, gauge(steps, on))
     out.append(case(f"{alert.name} keeps firing through a counter reset", inputs))
 
-    if len(sc.tiers) > 1:
-        old, new = sc.tiers[-1], sc.tiers[0]
+    # Relabelled into a tier the spec gives no replicas when there is one (a promotion the
+    # spec did not plan for must not hide the pod), else from the last tier to the first.
+    unplanned = [t for t in ctx.standby_tiers if t not in sc.tiers]
+    old, new = sc.tiers[-1], (unplanned or sc.tiers)[0]
+    if old != new:
         pod = sc.pods[0][0]
         switch = (event, event + 1)  # replica 0 sees the relabel one scrape before replica 1
         inputs = []
