@@ -87,7 +87,7 @@ def serialize(obj: Any, source: str, where: str) -> str:
     """The file's text: header and canonical YAML, checked to parse back to ``obj``."""
     text = yamlio.document(obj, source)
     try:
-        back = yamlio.parse_one(text)
+        back = yamlio.read_back(text)
     except Exception as exc:  # any parse failure is the same bug as a mismatch
         raise OutputMismatch(f"{where}: emitted text does not parse: {exc}") from None
     if back != [obj]:

@@ -14,8 +14,10 @@ import math
 import re
 from typing import Any
 
+import yaml as pyyaml
 from ruamel.yaml import YAML
 
+_LOADER = getattr(pyyaml, "CSafeLoader", pyyaml.SafeLoader)  # C where libyaml is bundled
 HEADER_BODY = "standbyc: generated — do not edit."
 HEADER_MARK = "# " + HEADER_BODY  # YAML files
 COMMENT_MARK = "<!-- " + HEADER_BODY  # Markdown and SVG files
@@ -226,6 +228,15 @@ def parse_one(text: str) -> list[Any]:
     """All documents in ``text`` with a safe loader (no tags, no Python objects)."""
     yaml = YAML(typ="safe")  # libyaml parser when ruamel.yaml.clib is present
     return [d for d in yaml.load_all(text) if d is not None]
+
+
+def read_back(text: str) -> list[Any]:
+    """All documents in ``text`` as a YAML 1.1 reader sees them (Kubernetes' own,
+    sigs.k8s.io/yaml, reads 1.1): libyaml through PyYAML, three times faster than
+    ``parse_one``, for the check that every emitted file reads back as its object.
+    ``dump`` quotes what either YAML 1.1 or 1.2 would not read as a string, so what reads
+    back right here reads back right in both."""
+    return [d for d in pyyaml.load_all(text, Loader=_LOADER) if d is not None]
 
 
 def is_generated(text: str) -> bool:

@@ -19,9 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ruamel.yaml import YAML
-
-from compiler import tools
+from compiler import tools, yamlio
 from compiler.gate import kyverno, pint, promtool, schemas
 from compiler.gate.memo import GateMemo
 from compiler.gate.report import FileResult, Finding, Report, VersionResult
@@ -128,7 +126,7 @@ def _parse_rule_docs(data: bytes) -> list[tuple[str, list[Any] | None]]:
     """Each PrometheusRule document in ``data``: its name and ``spec.groups`` (None when
     that is not a list). A YAML error is kubeconform's to report, with its location."""
     try:
-        docs: list[Any] = list(YAML(typ="safe").load_all(data.decode("utf-8", "replace")))
+        docs: list[Any] = yamlio.read_back(data.decode("utf-8", "replace"))
     except Exception:
         return []
     out: list[tuple[str, list[Any] | None]] = []
@@ -152,7 +150,6 @@ def _stale_test_rules(
     beside it (one copy of the group per alert, or one of all of it). Every rule in a copy
     must be the deployed rule, and every deployed rule must have a copy; otherwise the tests
     prove nothing about what is deployed."""
-    yaml = YAML(typ="safe")
     findings: list[Finding] = []
     listed: dict[Path, list[str]] = {}  # directory -> its copies (relative to root)
     copies: dict[Path, list[tuple[str, Any]]] = {}  # directory -> (file, parsed copy)
@@ -169,7 +166,8 @@ def _stale_test_rules(
             copies[tests_dir] = []
             for copy_rel in listed[tests_dir]:
                 try:
-                    data: Any = yaml.load(memo.read(copy_rel).decode()) or {}
+                    docs = yamlio.read_back(memo.read(copy_rel).decode())
+                    data: Any = docs[0] if len(docs) == 1 else {}
                 except Exception as exc:  # promtool test rules reports the YAML error in full
                     data = {"error": str(exc)}
                 copies[tests_dir].append((copy_rel, data))
