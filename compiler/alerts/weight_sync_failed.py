@@ -27,8 +27,9 @@ def build(ctx: Context) -> Alert | None:
         annotations=ctx.annotations(
             "WeightSyncJobFailed",
             "Weight sync Job {{ $labels.job_name }} failed",
-            "Job {{ $labels.namespace }}/{{ $labels.job_name }} failed; its standbys still "
-            f"serve an older model than generation {ctx.plan.generation}.",
+            "Job {{ $labels.namespace }}/{{ $labels.job_name }} failed; its standbys keep the "
+            "weights they held before it ran (StandbyWeightsBehind fires while those are "
+            "older than model.generation).",
         ),
     )
     timeline = ctx.timeline(0, cfg.for_)
