@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from compiler import tools, yamlio
-from compiler.gate import kyverno, pint, promtool, schemas
+from compiler.gate import kyverno, pint, promtool, schemas, shapes
 from compiler.gate.memo import GateMemo
 from compiler.gate.report import FileResult, Finding, Report, VersionResult
 from compiler.gate.schemas import SchemasMissing, default_schema_dir
@@ -346,12 +346,15 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
     )  # fmt: skip
     manifests, tests, policy_tests = setup.manifests, setup.tests, setup.policy_tests
     have_pint, have_kyverno, display = setup.have_pint, setup.have_kyverno, setup.display
-    unit_tests = memo.split(tests, memo.test_key)
-    policies_split = memo.split(policy_tests if have_kyverno else [], memo.policy_key)
+    unit_tests = memo.split(tests, memo.test_key, share=True)
+    policies_split = memo.split(policy_tests if have_kyverno else [], memo.policy_key, share=True)
     workers = max(1, (os.cpu_count() or 1) // max(1, len(versions)))
     # promtool tests one file after another; with many files, one process per core.
     test_batches = _batches(unit_tests.todo, os.cpu_count() or 1, min_size=25)
     waited = 0.0  # time this thread spent blocked on tool processes
+
+    def policy_shown(directory: str) -> str:
+        return display(f"{directory}/{kyverno.TEST_FILE}")
 
     def wait(future: Future[_T]) -> _T:
         nonlocal waited
@@ -368,12 +371,15 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         tmp = Path(tmp_name)
         # kubeconform and the unit tests need nothing from us: start them first, and read
         # the PrometheusRules while they run.
+        # A manifest whose schema has the shape it had at an earlier version takes that
+        # version's result (compiler.gate.shapes).
+        owned = shapes.owners(sd, versions, manifests, memo.read)
         kube_runs = [
             pool.submit(
                 memo.kubeconform_run,
                 sd,
                 v,
-                manifests,
+                [m for m in manifests if (m, v) not in owned],
                 display=display,
                 display_root=shown_root,
                 workers=workers,
@@ -388,17 +394,22 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         sources = _rule_sources(manifests, display, memo)
         rules = memo.split(sources, lambda src: memo.rules_key(src.groups))
         checked = pool.submit(_check_then_lint, rules.todo, tmp, have_pint)
-        kube_results = [wait(f) for f in kube_runs]
+        ran_versions = dict(zip(versions, [wait(f) for f in kube_runs], strict=False))
+        kube_results = shapes.mirror(ran_versions, owned, display, memo.documents)
         check_ran, pint_outcome = wait(checked)
         test_ran = promtool.merge([wait(f) for f in tested])
         policy_ran = wait(policies)
+        # Tests that shared a run that failed run on their own, for their own messages.
+        if again := memo.unshared(test_ran, unit_tests, display):
+            rerun = promtool.test_rules(again, cwd=root, display=display)
+            test_ran = promtool.merge([test_ran, rerun])
+        if again := memo.unshared(policy_ran, policies_split, policy_shown):
+            policy_ran = promtool.merge([policy_ran, kyverno.run(again, cwd=root, display=display)])
 
     linted = pint_outcome.findings if pint_outcome else ()
     check_outcome = memo.merged(check_ran, rules, lambda src: src.display_file, linted)
     test_outcome = memo.merged(test_ran, unit_tests, display)
-    policy_outcome = memo.merged(
-        policy_ran, policies_split, lambda d: display(f"{d}/{kyverno.TEST_FILE}")
-    )
+    policy_outcome = memo.merged(policy_ran, policies_split, policy_shown)
 
     kube_findings = _merge_versions([f for r in kube_results for f in r.findings])
     findings = [*kube_findings, *check_outcome.findings]

@@ -1,6 +1,11 @@
 """Which validator passes the gate can reuse: a pass is remembered under a key over the
 exact bytes checked and the exact tool (its path, size and modification time) and schemas
-that checked them. Only passes are remembered; anything else runs again."""
+that checked them. Only passes are remembered; anything else runs again.
+
+Unit tests (promtool's, kyverno's) are keyed with their spec's name and namespace
+abstracted (``compiler.gate.identity``): a test that differs from another only in them
+is the same test, so within one run only the first of them runs, and its pass stands for
+the others (a failure runs each of them again, for their own messages)."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from compiler import cache, tools
-from compiler.gate import kubeconform, kyverno
+from compiler.gate import identity, kubeconform, kyverno
 from compiler.gate.promtool import Outcome
 from compiler.gate.report import FileResult, Finding, VersionResult
 
@@ -43,6 +48,14 @@ class Split(Generic[T]):
     keys: list[str | None] = field(default_factory=list)
     hits: dict[int, bytes] = field(default_factory=dict)  # by position in ``items``
     todo: list[T] = field(default_factory=list)
+    # position in ``items`` -> the position of the item with the same key that runs for it
+    shared: dict[int, int] = field(default_factory=dict)
+
+
+def _passed(ran: Outcome, more_findings: Sequence[Finding] = ()) -> set[str]:
+    """The files ``ran`` passed with no finding of any tool on them."""
+    flagged = {f.file for f in (*ran.findings, *more_findings)}
+    return {r.file for r in ran.results if r.ok and r.file not in flagged}
 
 
 def documents(data: bytes) -> int:
@@ -139,7 +152,10 @@ class GateMemo:
             rules = [self.read((parent / item).as_posix()) for item in listed]
         except OSError:
             return None
-        return self._key("promtool-test", self._tool("promtool"), data, *listed, *rules)
+        texts = identity.abstract(rel, [data, *rules])
+        form = "abstract" if texts is not None else "exact"
+        return self._key("promtool-test", self._tool("promtool"), form, *listed,
+                         *(texts if texts is not None else [data, *rules]))  # fmt: skip
 
     def rules_key(self, groups: list[Any]) -> str:
         text = json.dumps(groups, sort_keys=True, default=str)
@@ -147,19 +163,29 @@ class GateMemo:
 
     def policy_key(self, directory: str) -> str | None:
         """Every file of a policy test directory, and the policies its test lists."""
-        parts: list[bytes | str] = [self._tool(kyverno.TOOL)]
+        names: list[str] = []
+        texts: list[bytes] = []
         try:
-            names = sorted(p.name for p in (self.root / directory).iterdir() if p.is_file())
-            for name in names:
-                parts += [name, self.read(f"{directory}/{name}")]
+            for name in sorted(p.name for p in (self.root / directory).iterdir() if p.is_file()):
+                names.append(name)
+                texts.append(self.read(f"{directory}/{name}"))
             test = self.read(f"{directory}/{kyverno.TEST_FILE}")
             listed = _listed(_POLICIES.search(test.decode("utf-8", "replace")))
             if listed is None:
                 return None
             for item in listed:
-                parts += [item, self.read((Path(directory) / item).as_posix())]
+                names.append(item)
+                texts.append(self.read((Path(directory) / item).as_posix()))
         except OSError:
             return None
+        abstracted = identity.abstract(directory, texts, wildcards=True)
+        if abstracted is not None:
+            names = [identity.replace(directory, n.encode()).decode() for n in names]
+            texts = abstracted
+        form = "abstract" if abstracted is not None else "exact"
+        parts: list[bytes | str] = [self._tool(kyverno.TOOL), form]
+        for name, text in zip(names, texts, strict=True):
+            parts += [name, text]
         return self._key("kyverno", *parts)
 
     def tree_key(self, prefixes: Sequence[str] | None, *context: str) -> str:
@@ -198,17 +224,33 @@ class GateMemo:
 
     # -- around the tools ----------------------------------------------------------------
 
-    def split(self, items: Sequence[T], key: Callable[[T], str | None]) -> Split[T]:
+    def split(
+        self, items: Sequence[T], key: Callable[[T], str | None], *, share: bool = False
+    ) -> Split[T]:
+        """``items`` into remembered passes and what to run; ``share``: of items with the
+        same key, only the first runs (``Split.shared``)."""
         out: Split[T] = Split(list(items))
+        first: dict[str, int] = {}
         for i, item in enumerate(items):
             k = key(item)
             out.keys.append(k)
             hit = self.passed(k)
-            if hit is None:
-                out.todo.append(item)
-            else:
+            if hit is not None:
                 out.hits[i] = hit
+            elif share and k is not None and k in first:
+                out.shared[i] = first[k]
+            else:
+                if k is not None:
+                    first[k] = i
+                out.todo.append(item)
         return out
+
+    def unshared(self, ran: Outcome, split: Split[T], shown: Callable[[T], str]) -> list[T]:
+        """The items whose shared run did not pass: they run on their own."""
+        passed = _passed(ran)
+        return [
+            split.items[i] for i, j in split.shared.items() if shown(split.items[j]) not in passed
+        ]
 
     def merged(
         self,
@@ -221,10 +263,17 @@ class GateMemo:
         (no finding of any tool on it) is remembered."""
         by_file = {r.file: r for r in ran.results}
         flagged = {f.file for f in (*ran.findings, *more_findings)}
+        passed = _passed(ran, more_findings)
         results: list[FileResult] = []
         for i, (item, k) in enumerate(zip(split.items, split.keys, strict=True)):
             if i in split.hits:
                 results.append(FileResult(shown(item), True, split.hits[i].decode()))
+                continue
+            runner = shown(split.items[split.shared[i]]) if i in split.shared else None
+            if runner is not None and runner in passed:
+                with self._reused_lock:
+                    self.reused += 1
+                results.append(FileResult(shown(item), True, by_file[runner].detail))
                 continue
             result = by_file.get(shown(item))
             if result is None:

@@ -79,7 +79,7 @@ class Report:
     kyverno: str = ""  # "ran", or why it did not
     tool_seconds: dict[str, float] = field(default_factory=dict)  # summed wall time per tool
     tools_wall_seconds: float = 0.0  # time standbyc sat waiting for the (concurrent) tools
-    reused: int = 0  # passes taken from the cache (same bytes, same tools)
+    reused: int = 0  # passes taken from the cache, or from a test that differs only in names
     wall_seconds: float = 0.0
     own_cpu_seconds: float = 0.0  # CPU time of the standbyc process itself, all threads
     tools_cpu_seconds: float = 0.0  # CPU time of the tool processes
@@ -128,7 +128,10 @@ class Report:
             lines.append(f"  kyverno: {self.kyverno}")
         n_err, n_warn = len(self.errors), len(self.findings) - len(self.errors)
         if self.reused:
-            lines.append(f"  {self.reused} passes reused from the cache (same bytes, same tools)")
+            lines.append(
+                f"  {self.reused} passes reused (from the cache: same bytes, same tools; or from "
+                "a unit test that differs only in its spec's name and namespace)"
+            )
         verdict = "PASSED" if self.ok else "FAILED"
         lines.append(f"{verdict}: {n_err} errors, {n_warn} warnings")
         return "\n".join(lines)

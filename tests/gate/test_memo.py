@@ -50,7 +50,7 @@ def test_a_second_run_over_the_same_bytes_runs_no_tool(
     assert [(r.file, r.ok) for r in second.policy_tests] == [
         (r.file, r.ok) for r in first.policy_tests
     ]
-    assert "passes reused from the cache" in second.summary_text()
+    assert "passes reused (from the cache" in second.summary_text()
 
 
 def test_a_changed_byte_runs_again_and_failures_are_never_remembered(

@@ -1,0 +1,85 @@
+"""kubeconform runs once per schema shape: a manifest whose schema at a later Kubernetes
+version differs from an earlier one only in its descriptions takes that version's result,
+and one whose schema really changed is validated again, with the verdict of its own
+version."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.gate import DEFAULT_KUBE_VERSIONS, kubeconform, run_gate, shapes
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SERVICE = """\
+# standbyc: generated — do not edit. Source: specs/x.yaml
+apiVersion: v1
+kind: Service
+metadata:
+  name: store
+  namespace: serving
+spec:
+  selector: {app: store}
+  ports: [{port: 8080}]
+  trafficDistribution: PreferClose
+"""
+
+
+def test_a_shape_leaves_out_descriptions_only() -> None:
+    schema = {
+        "description": "a ConfigMap",
+        "properties": {
+            "description": {"type": "string", "description": "a field named description"},
+            "mode": {"enum": [{"description": "kept: data, not a schema"}]},
+        },
+    }
+    assert shapes._shape(schema) == {
+        "properties": {
+            "description": {"type": "string"},
+            "mode": {"enum": [{"description": "kept: data, not a schema"}]},
+        }
+    }
+
+
+@pytest.fixture
+def spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """The files kubeconform really ran on, per version (the real tool still runs)."""
+    ran: dict[str, list[str]] = {}
+    real = kubeconform.run
+
+    def run(schema_dir: Any, version: str, files: list[str], **kw: Any) -> kubeconform.Run:
+        ran[version] = list(files)
+        return real(schema_dir, version, files, **kw)
+
+    monkeypatch.setattr(kubeconform, "run", run)
+    return ran
+
+
+def test_a_schema_that_never_changed_is_validated_once(
+    validators: Path, spied: dict[str, list[str]]
+) -> None:
+    report = run_gate(FIXTURES / "good", schema_dir=validators, display_root="out")
+    assert report.ok, report.summary_text()
+    first, *later = DEFAULT_KUBE_VERSIONS
+    rule = "inference-system/seed/prometheusrule-seed-egress.yaml"
+    deployment = "inference-system/seed/deployment-llm-hot.yaml"
+    assert rule in spied[first] and not any(rule in spied.get(v, []) for v in later)
+    assert all(deployment in spied[v] for v in DEFAULT_KUBE_VERSIONS)  # PodSpec grows
+    assert all(v.valid == 11 for v in report.versions)
+
+
+def test_a_field_only_later_versions_know_fails_only_before_them(
+    tmp_path: Path, validators: Path
+) -> None:
+    root = tmp_path / "out"
+    shutil.copytree(FIXTURES / "good", root)
+    (root / "inference-system/seed/service-store.yaml").write_text(SERVICE)
+    report = run_gate(root, schema_dir=validators, display_root="out")
+    (finding,) = report.errors
+    assert finding.kube_versions == ("1.29",)  # trafficDistribution arrived in 1.30
+    assert finding.pointer == "/spec/trafficDistribution"
+    assert [v.invalid for v in report.versions] == [1, 0, 0, 0, 0, 0]
+    assert [v.valid for v in report.versions] == [11, 12, 12, 12, 12, 12]
