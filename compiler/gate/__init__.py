@@ -101,7 +101,10 @@ def _targets(root: Path, only: Sequence[str] | None) -> tuple[list[str], list[st
 
 
 def _under(rel: str, prefixes: set[str]) -> bool:
-    return any(rel == p or rel.startswith(p + "/") for p in prefixes)
+    """Whether ``rel`` is one of ``prefixes`` or lies under one (a set lookup per leading
+    part: thousands of files against hundreds of spec directories)."""
+    parts = rel.split("/")
+    return any("/".join(parts[:n]) in prefixes for n in range(1, len(parts) + 1))
 
 
 def _rule_sources(
@@ -346,7 +349,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
     )  # fmt: skip
     manifests, tests, policy_tests = setup.manifests, setup.tests, setup.policy_tests
     have_pint, have_kyverno, display = setup.have_pint, setup.have_kyverno, setup.display
-    unit_tests = memo.split(tests, memo.test_key, share=True)
+    unit_tests = memo.split(tests, memo.test_key, share=True, exact=memo.test_exact_key)
     policies_split = memo.split(policy_tests if have_kyverno else [], memo.policy_key, share=True)
     workers = max(1, (os.cpu_count() or 1) // max(1, len(versions)))
     # promtool tests one file after another; with many files, one process per core.

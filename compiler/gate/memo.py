@@ -46,6 +46,7 @@ class Split(Generic[T]):
 
     items: list[T] = field(default_factory=list)
     keys: list[str | None] = field(default_factory=list)
+    exact: list[str | None] = field(default_factory=list)  # over the bytes as they are
     hits: dict[int, bytes] = field(default_factory=dict)  # by position in ``items``
     todo: list[T] = field(default_factory=list)
     # position in ``items`` -> the position of the item with the same key that runs for it
@@ -142,20 +143,36 @@ class GateMemo:
         return self._key("kubeconform", self._tool("kubeconform"), self.schemas, version,
                          self.digest(rel))  # fmt: skip
 
-    def test_key(self, rel: str) -> str | None:
+    def _test_files(self, rel: str) -> tuple[list[str], list[bytes]] | None:
+        """The rule files a promtool test lists, and the bytes of the test and of them."""
         data = self.read(rel)
         listed = _listed(_RULE_FILES.search(data.decode("utf-8", "replace")))
         if listed is None:
             return None
         parent = Path(rel).parent
         try:
-            rules = [self.read((parent / item).as_posix()) for item in listed]
+            return listed, [data, *(self.read((parent / item).as_posix()) for item in listed)]
         except OSError:
             return None
-        texts = identity.abstract(rel, [data, *rules])
-        form = "abstract" if texts is not None else "exact"
+
+    def test_exact_key(self, rel: str) -> str | None:
+        """A promtool test's key over its bytes as they are: looked up first, so a test
+        seen before is not abstracted again."""
+        found = self._test_files(rel)
+        if found is None:
+            return None
+        return self._key("promtool-test-exact", self._tool("promtool"), *found[0], *found[1])
+
+    def test_key(self, rel: str) -> str | None:
+        """A promtool test's key with its spec's names abstracted, where that is sound."""
+        found = self._test_files(rel)
+        if found is None:
+            return None
+        listed, texts = found
+        abstracted = identity.abstract(rel, texts)
+        form = "abstract" if abstracted is not None else "exact"
         return self._key("promtool-test", self._tool("promtool"), form, *listed,
-                         *(texts if texts is not None else [data, *rules]))  # fmt: skip
+                         *(abstracted if abstracted is not None else texts))  # fmt: skip
 
     def rules_key(self, groups: list[Any]) -> str:
         text = json.dumps(groups, sort_keys=True, default=str)
@@ -225,18 +242,32 @@ class GateMemo:
     # -- around the tools ----------------------------------------------------------------
 
     def split(
-        self, items: Sequence[T], key: Callable[[T], str | None], *, share: bool = False
+        self,
+        items: Sequence[T],
+        key: Callable[[T], str | None],
+        *,
+        share: bool = False,
+        exact: Callable[[T], str | None] | None = None,
     ) -> Split[T]:
         """``items`` into remembered passes and what to run; ``share``: of items with the
-        same key, only the first runs (``Split.shared``)."""
+        same key, only the first runs (``Split.shared``); ``exact``: a cheaper key looked
+        up first (a pass is remembered under both)."""
         out: Split[T] = Split(list(items))
         first: dict[str, int] = {}
         for i, item in enumerate(items):
+            e = exact(item) if exact is not None else None
+            out.exact.append(e)
+            hit = self.passed(e)
+            if hit is not None:
+                out.keys.append(None)
+                out.hits[i] = hit
+                continue
             k = key(item)
             out.keys.append(k)
             hit = self.passed(k)
             if hit is not None:
                 out.hits[i] = hit
+                self.remember(e, hit)  # found again by its bytes, without abstracting
             elif share and k is not None and k in first:
                 out.shared[i] = first[k]
             else:
@@ -273,7 +304,9 @@ class GateMemo:
             if runner is not None and runner in passed:
                 with self._reused_lock:
                     self.reused += 1
-                results.append(FileResult(shown(item), True, by_file[runner].detail))
+                detail = by_file[runner].detail
+                results.append(FileResult(shown(item), True, detail))
+                self.remember(split.exact[i], detail.encode())
                 continue
             result = by_file.get(shown(item))
             if result is None:
@@ -281,6 +314,7 @@ class GateMemo:
             results.append(result)
             if result.ok and result.file not in flagged:
                 self.remember(k, result.detail.encode())
+                self.remember(split.exact[i], result.detail.encode())
         return Outcome(tuple(results), ran.findings, ran.seconds)
 
     def kubeconform_run(

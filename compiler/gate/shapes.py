@@ -10,14 +10,15 @@ schema really changed (a Deployment's PodSpec grows each release) is validated a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from compiler import cache
 from compiler.gate.kubeconform import Run
 from compiler.gate.report import Finding, VersionResult
 from compiler.gate.schemas import SchemaDir
@@ -37,13 +38,19 @@ def schema_file(sd: SchemaDir, version: str, api_version: str, kind: str) -> Pat
     return None
 
 
-@cache
+@functools.cache
 def shape(path: Path, stamp: tuple[int, int]) -> str:
     """The digest of the schema at ``path`` without its descriptions (``stamp``: its size
-    and modification time, so a rebuilt schema is read again)."""
+    and modification time, so a rebuilt schema is read again), remembered in the cache."""
+    store = cache.Store("gate")
+    k = cache.key("schema-shape", str(path), *(str(n) for n in stamp))
+    if (seen := store.get(k)) is not None:
+        return seen.decode()
     data = json.loads(path.read_bytes())
     text = json.dumps(_shape(data), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    store.put(k, digest.encode())
+    return digest
 
 
 def _shape(node: Any) -> Any:
@@ -65,21 +72,35 @@ def owners(
     whose schema has the shape it had there. A manifest of several documents, or without
     a schema, is validated at every version."""
     out: dict[tuple[str, str], str] = {}
+    by_kind: dict[tuple[str, str], dict[str, str] | None] = {}  # -> version -> first version
     for rel in manifests:
         data = read(rel)
         found = _TOP.findall(data)
         head = {k.decode(): v.decode() for k, v in found}
         if len(found) != 2 or len(head) != 2 or b"\n---" in data:
             continue
-        seen: dict[str, str] = {}  # shape -> the first version with it
-        for v in versions:
-            path = schema_file(sd, v, head["apiVersion"], head["kind"])
-            if path is None:
-                break
-            st = path.stat()
-            first = seen.setdefault(shape(path, (st.st_size, st.st_mtime_ns)), v)
+        kind = (head["apiVersion"], head["kind"])
+        if kind not in by_kind:
+            by_kind[kind] = _firsts(sd, versions, *kind)
+        for v, first in (by_kind[kind] or {}).items():
             if first != v:
                 out[(rel, v)] = first
+    return out
+
+
+def _firsts(
+    sd: SchemaDir, versions: Sequence[str], api_version: str, kind: str
+) -> dict[str, str] | None:
+    """Version -> the first version whose schema for this kind has the same shape; None
+    when a version has no schema for it (kubeconform reports that at each)."""
+    seen: dict[str, str] = {}  # shape -> the first version with it
+    out: dict[str, str] = {}
+    for v in versions:
+        path = schema_file(sd, v, api_version, kind)
+        if path is None:
+            return None
+        st = path.stat()
+        out[v] = seen.setdefault(shape(path, (st.st_size, st.st_mtime_ns)), v)
     return out
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from compiler import cache, tools
-from compiler.gate import run_gate
+from compiler.gate import identity, run_gate
 from tests.conftest import OUT
 
 SPEC = "inference-system/inference-engine"
@@ -130,3 +131,22 @@ def test_a_rebuilt_tool_runs_again(
     report = run_gate(tree, schema_dir=validators, display_root="out")
     assert report.ok
     assert "promtool" in _ran(report) and "kubeconform" not in _ran(report)
+
+
+def test_a_unit_test_seen_before_is_found_by_its_bytes(
+    tree: Path, cache_dir: Path, validators: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second run looks a promtool test up by its exact bytes first, so it does not
+    abstract the spec's names out of it again (that costs more than the lookup)."""
+    assert run_gate(tree, schema_dir=validators, display_root="out").ok
+    abstracted: list[str] = []
+    real = identity.abstract
+
+    def spy(rel: str, texts: Any, **kw: Any) -> Any:
+        abstracted.append(rel)
+        return real(rel, texts, **kw)
+
+    monkeypatch.setattr(identity, "abstract", spy)
+    again = run_gate(tree, schema_dir=validators, display_root="elsewhere")  # no tree hit
+    assert again.ok and again.reused > 0
+    assert not [rel for rel in abstracted if rel.endswith(".test.yaml")]
