@@ -24,30 +24,32 @@ from compiler import yamlio
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 PLACEHOLDER = {"name": "\x00name\x00", "namespace": "\x00namespace\x00"}
-# Reads strings beyond equality wherever it stands.
+# Reads strings beyond equality wherever it stands: a template function over text (a
+# template may span lines, so the word alone counts), label rewriting, a sort, topk.
 _ANYWHERE = re.compile(
-    rb"\{\{[^}]*\b(?:reReplaceAll|match|title|toUpper|toLower|stripPort|parseDuration)\b"
+    rb"\b(?:reReplaceAll|match|title|toUpper|toLower|stripPort|stripDomain|parseDuration)\b"
     rb"|\b(?:label_replace|label_join|sort|sort_desc|sort_by_label|sort_by_label_desc)\s*\("
     rb"|\b(?:topk|bottomk|limitk|limit_ratio)\b"
 )
-_WORDS = (b"reReplaceAll", b"match", b"title", b"toUpper", b"toLower", b"stripPort",
+_WORDS = (b"reReplaceAll", b"match", b"title", b"toUpper", b"toLower", b"strip",
           b"parseDuration", b"label_replace", b"label_join", b"sort", b"topk", b"bottomk",
           b"limit")  # fmt: skip
+# Kyverno: a wildcard in a pattern, or a variable (a JMESPath expression may read a name).
+_KYVERNO_READS = re.compile(rb"[*?]|\{\{")
 # Labels whose values are read beyond equality: regex matchers and sortByLabel.
 # (A quote may be escaped, inside a double-quoted YAML string.)
 _READ_LABELS = re.compile(rb'\b(\w+)\s*[=!]~\s*(\\?)"(.*?)\2"|sortByLabel\s+(\\?)"(\w+)\4"')
 # A regex that is a finite set of strings: a literal prefix, then literal alternatives.
 _FINITE = re.compile(rb"^((?:[a-z0-9_-]|\x00\w+\x00)*)(?:\(((?:[a-z0-9_-]+\|)*[a-z0-9_-]+)\))?$")
-_WILDCARD = re.compile(rb"[*?]")
 # A label and (the start of) its value: a PromQL matcher, or a YAML key at a line's start.
 _PROMQL_PAIR = re.compile(rb'\b(\w+)\s*(?:=~|!~|!=|=)\s*\\?"([^"\\]*)')
 _YAML_PAIR = re.compile(rb'^\s*(?:-\s+)?(\w+):\s*\\?"?([^"\n]*)')
 
 
-def abstract(rel: str, texts: Sequence[bytes], *, wildcards: bool = False) -> list[bytes] | None:
+def abstract(rel: str, texts: Sequence[bytes], *, kyverno: bool = False) -> list[bytes] | None:
     """``texts`` (the files of one test, under ``rel``) with the spec's identity replaced,
     or None where that would not be sound (the caller then keys on the exact bytes).
-    ``wildcards``: the texts are Kyverno's, where ``*`` and ``?`` are patterns."""
+    ``kyverno``: the texts are a Kyverno test's (policies and resources), not promtool's."""
     parts = rel.split("/")
     if len(parts) < 3 or not all(_DNS_LABEL.match(p) for p in parts[:2]):
         return None
@@ -56,7 +58,7 @@ def abstract(rel: str, texts: Sequence[bytes], *, wildcards: bool = False) -> li
         if not text.startswith(yamlio.HEADER_MARK.encode()):
             return None
         body = replace(rel, text.split(b"\n", 1)[1] if b"\n" in text else b"")
-        if not _sound(rel, body, wildcards=wildcards):
+        if not _sound(rel, body, kyverno=kyverno):
             return None
         out.append(body)
     return out
@@ -84,11 +86,13 @@ def _fill(rel: str, body: bytes) -> bytes:
     return body
 
 
-def _sound(rel: str, body: bytes, *, wildcards: bool) -> bool:
+def _sound(rel: str, body: bytes, *, kyverno: bool) -> bool:
     """Whether every value that holds a placeholder is read only for equality."""
     if b"\x00" not in body:
         return True  # nothing was replaced
-    if (wildcards and _WILDCARD.search(body)) or _reads_text(body):
+    if kyverno:
+        return _KYVERNO_READS.search(body) is None
+    if _reads_text(body):
         return False
     read = [(m.group(1) or m.group(5), m.group(3))
             for ln in _lines_with(body, (b"~", b"sortByLabel"))

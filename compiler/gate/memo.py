@@ -195,7 +195,7 @@ class GateMemo:
                 texts.append(self.read((Path(directory) / item).as_posix()))
         except OSError:
             return None
-        abstracted = identity.abstract(directory, texts, wildcards=True)
+        abstracted = identity.abstract(directory, texts, kyverno=True)
         if abstracted is not None:
             names = [identity.replace(directory, n.encode()).decode() for n in names]
             texts = abstracted

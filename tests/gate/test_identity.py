@@ -122,8 +122,9 @@ def test_the_same_text_under_other_names_abstracts_alike() -> None:
         'expr: up{pod=~"engine-a.*"}\n',
         # a sort by a label whose values hold the name
         'description: "{{ range query \\"up\\" | sortByLabel \\"pod\\" }}"\npod: engine-a-0\n',
-        # a template function that reads text
+        # a template function that reads text, also where the template spans lines
         'summary: "{{ $labels.pod | reReplaceAll \\"-.*\\" \\"\\" }}"\npod: engine-a-0\n',
+        "description: |\n  {{ $labels.pod\n  | title }}\npod: engine-a-0\n",
         'expr: label_replace(up{pod="engine-a-0"}, "x", "$1", "pod", "(.*)-0")\n',
         'expr: topk(1, up{namespace="team-a"})\n',
     ],
@@ -136,7 +137,10 @@ def test_only_generated_files_under_dns_names_are_abstracted() -> None:
     assert identity.abstract(REL, [b'pod: "engine-a-0"\n']) is None  # no header
     assert identity.abstract("Team_A/engine-a/tests/x.yaml", [_body("pod: x\n")]) is None
     assert identity.abstract("x.yaml", [_body("pod: x\n")]) is None
-    # Kyverno: a wildcard could match one name and not another
-    policy = "namespaces: [team-*]\nnamespace: team-a\n"
-    assert identity.abstract(REL, [_body(policy)], wildcards=True) is None
-    assert identity.abstract(REL, [_body(policy)]) is not None
+    # Kyverno: a wildcard could match one name and not another; a variable could read one
+    policy = "match:\n  namespaces: [team-*]\nnamespace: team-a\n"
+    assert identity.abstract(REL, [_body(policy)], kyverno=True) is None
+    variable = "match:\n  namespaces: [team-a]\nvalue: '{{ request.namespace }}'\n"
+    assert identity.abstract(REL, [_body(variable)], kyverno=True) is None
+    plain = "match:\n  namespaces: [team-a]\n"
+    assert identity.abstract(REL, [_body(plain)], kyverno=True) is not None
