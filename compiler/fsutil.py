@@ -7,7 +7,7 @@ import ctypes
 import ctypes.util
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -41,14 +41,38 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-def exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2); False where unsupported."""
+def _libc(function: str) -> Callable[..., int] | None:
     name = ctypes.util.find_library("c")
     if name is None:
-        return False
-    libc = ctypes.CDLL(name, use_errno=True)
-    fn = getattr(libc, "renameat2", None)
+        return None
+    found: Callable[..., int] | None = getattr(ctypes.CDLL(name, use_errno=True), function, None)
+    return found
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2); False where unsupported."""
+    fn = _libc("renameat2")
     if fn is None:
         return False
     rc = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
     return bool(rc == 0)
+
+
+# From this many files on, one syncfs of their file system is cheaper than an fsync each
+# (each fsync is a journal commit: 8,000 of them took about 8 s here, one syncfs 0.3 s).
+SYNCFS_FROM = 64
+
+
+def sync_files(paths: list[Path], directory: Path) -> None:
+    """Make the written ``paths`` durable: one Linux syncfs on ``directory``'s file system
+    when there are many and it is available, else an fsync each."""
+    fn = _libc("syncfs") if len(paths) >= SYNCFS_FROM else None
+    if fn is not None:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if fn(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    for path in paths:
+        fsync_path(path)

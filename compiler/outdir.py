@@ -22,7 +22,7 @@ from pathlib import Path
 
 from compiler import yamlio
 from compiler.errors import UsageError
-from compiler.fsutil import exchange, exclusive, fsync_path
+from compiler.fsutil import exchange, exclusive, fsync_path, sync_files
 
 MAX_OWNED_BYTES = 16 * 1024 * 1024
 
@@ -146,6 +146,7 @@ def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> Path:
     for rel in contents.fifos:
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         os.mkfifo(staging / rel, stat.S_IMODE((out / rel).lstat().st_mode))
+    written: list[Path] = []
     for rel, text in desired.items():
         target = staging / rel
         if contents.owned.get(rel) == text:
@@ -154,8 +155,8 @@ def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+        written.append(target)
+    sync_files(written, staging)  # durable before the swap makes them out/
     return staging
 
 
