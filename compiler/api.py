@@ -158,6 +158,8 @@ def compile_tree(
             kube_versions=kube_versions or kube_versions_of(run.specs),
             display_root=out.as_posix(),
             only=only,
+            # The tree staged (or found unchanged) holds these texts: read them from here.
+            known={r: t for r, t in run.files.items() if r not in run.current.translated},
         )
         if not run.report.ok:
             raise _Rejected("validation failed")

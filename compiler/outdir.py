@@ -34,49 +34,68 @@ class Contents:
     links: dict[str, str] = field(default_factory=dict)  # the user's symlinks -> their targets
     dirs: list[str] = field(default_factory=list)  # the user's empty directories
     fifos: list[str] = field(default_factory=list)
+    # owned files whose bytes are not their text's: CRLF newlines, read as LF
+    translated: set[str] = field(default_factory=set)
 
 
 def _sibling(out: Path, suffix: str) -> Path:
     return out.parent / f".{out.name}.standbyc-{suffix}"
 
 
-def _owned_text(path: Path) -> str | None:
-    if path.stat().st_size > MAX_OWNED_BYTES:
+def _owned_text(path: str, size: int) -> tuple[str, bool] | None:
+    """The file's text if it is standbyc's (read as ``Path.read_text`` reads: newlines
+    translated) and whether it was translated; else None."""
+    if size > MAX_OWNED_BYTES:
         return None
-    with contextlib.suppress(UnicodeDecodeError):
-        text = path.read_text(encoding="utf-8")
-        return text if yamlio.is_generated(text) else None
-    return None
+    with open(path, "rb") as fh:  # noqa: PTH123
+        data = fh.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    translated = "\r" in text
+    if translated:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return (text, translated) if yamlio.is_generated(text) else None
 
 
 def read(out: Path) -> Contents:
     contents = Contents({}, [])
     if not out.is_dir():
         return contents
-    for dirpath, dirnames, filenames in os.walk(out):
-        here = Path(dirpath)
-        for name in sorted(dirnames + filenames):
-            path = here / name
-            rel = path.relative_to(out).as_posix()
-            mode = path.lstat().st_mode
-            if stat.S_ISLNK(mode):
-                contents.links[rel] = str(path.readlink())
-            elif stat.S_ISDIR(mode):
-                if not any(path.iterdir()):
+
+    def visit(directory: str, prefix: str) -> int:
+        """Sort ``directory``'s entries into ``contents``; return how many it has."""
+        with os.scandir(directory) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            rel = prefix + entry.name
+            if entry.is_symlink():  # never followed
+                contents.links[rel] = os.readlink(entry.path)  # noqa: PTH115 -- a DirEntry
+            elif entry.is_dir(follow_symlinks=False):
+                if not visit(entry.path, rel + "/"):
                     contents.dirs.append(rel)
-            elif stat.S_ISFIFO(mode):
+            elif entry.is_file(follow_symlinks=False):
+                size = entry.stat(follow_symlinks=False).st_size
+                if (owned := _owned_text(entry.path, size)) is not None:
+                    contents.owned[rel] = owned[0]
+                    if owned[1]:
+                        contents.translated.add(rel)
+                else:
+                    contents.foreign.append(rel)
+            elif stat.S_ISFIFO(entry.stat(follow_symlinks=False).st_mode):
                 contents.fifos.append(rel)
-            elif not stat.S_ISREG(mode):
+            else:
                 raise UsageError(
                     f"{out}/{rel}: a socket or device file in the output directory; standbyc "
                     "cannot carry it into the new tree, so move it away first"
                 )
-            elif (text := _owned_text(path)) is not None:
-                contents.owned[rel] = text
-            else:
-                contents.foreign.append(rel)
-        dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
+        return len(entries)
+
+    visit(str(out), "")
     contents.foreign.sort()
+    contents.dirs.sort()
+    contents.fifos.sort()
     return contents
 
 

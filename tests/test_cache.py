@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler import pipeline
+from compiler import outdir, pipeline
 from compiler.api import compile_tree
 from compiler.render.base import packaged_templates
 from tests.conftest import tree
@@ -79,3 +79,23 @@ def test_a_damaged_entry_is_a_miss(workdir: Path, cache_dir: Path, damage: bytes
     result = compile_tree()
     assert result.ok and not result.written
     assert tree(workdir / "out") == written
+
+
+def test_an_out_with_crlf_newlines_is_up_to_date_and_validated_as_it_is(
+    workdir: Path, cache_dir: Path
+) -> None:
+    """A checkout that turned LF into CRLF holds the same text, so nothing is written;
+    but the gate validates the bytes on disk, not the text standbyc has in memory."""
+    assert compile_tree().ok
+    again = compile_tree()
+    assert again.ok and again.report is not None and not any(again.report.tool_seconds.values())
+    rel = "inference-system/inference-engine/configmap-inference-engine-connection-pool.yaml"
+    path = workdir / "out" / rel
+    crlf = path.read_bytes().replace(b"\n", b"\r\n")
+    path.write_bytes(crlf)
+    contents = outdir.read(workdir / "out")
+    assert rel in contents.translated and "\r" not in contents.owned[rel]
+    third = compile_tree()
+    assert third.ok and not third.written
+    assert path.read_bytes() == crlf
+    assert third.report is not None and third.report.tool_seconds.get("kubeconform", 0) > 0

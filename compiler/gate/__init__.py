@@ -13,7 +13,7 @@ import os
 import resource
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -274,11 +274,14 @@ def run_gate(
     schema_dir: Path | None = None,
     display_root: str | None = None,
     only: Sequence[str] | None = None,
+    known: Mapping[str, str] | None = None,
 ) -> Report:
     """Validate every manifest, PrometheusRule and promtool unit test under ``root``.
 
     ``only`` limits the run to the spec directories holding these paths (relative to
     ``root``; see ``spec_prefixes``), so a pre-commit run over one changed spec stays fast.
+    ``known``: texts of files under ``root`` the caller has just written or read, exactly
+    as they are on disk; they are not read again.
 
     Raises ``ToolMissing`` when kubeconform or promtool is absent (pint is optional) and
     ``SchemasMissing`` when the offline schemas are absent and cannot be built offline.
@@ -299,7 +302,7 @@ def run_gate(
 
     # Passes remembered from earlier runs over the same bytes with the same tools are
     # not run again (compiler.gate.memo): a whole tree's, else each file's.
-    memo = GateMemo(root, sd.identity())
+    memo = GateMemo(root, sd.identity(), known)
     tree_key = None
     if memo.store.enabled:  # the tools found (or not) are part of the key
         prefixes = sorted(spec_prefixes(only)) if only is not None else None

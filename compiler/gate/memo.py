@@ -15,7 +15,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -70,9 +70,10 @@ def documents(data: bytes) -> int:
 
 
 class GateMemo:
-    def __init__(self, root: Path, schemas: str) -> None:
+    def __init__(self, root: Path, schemas: str, known: Mapping[str, str] | None = None) -> None:
         self.store = cache.Store("gate")
         self.root = root
+        self.known = known or {}  # texts of files under root, exactly as on disk
         self.schemas = schemas  # identifies the schema set kubeconform validates against
         self._bytes: dict[str, bytes] = {}
         self._digests: dict[str, str] = {}
@@ -89,6 +90,9 @@ class GateMemo:
     def read(self, rel: str) -> bytes:
         """The bytes of ``rel`` (under the root), read once per run."""
         if rel not in self._bytes:
+            if (text := self.known.get(rel)) is not None:
+                self._bytes[rel] = text.encode("utf-8")
+                return self._bytes[rel]
             # Plain os calls, not pathlib: thousands of files per run.
             with open(os.path.join(self.root, rel), "rb") as fh:  # noqa: PTH118, PTH123
                 self._bytes[rel] = fh.read()
