@@ -97,6 +97,9 @@ class Store:
         except OSError:
             return None
 
+    def has(self, k: str) -> bool:
+        return self.dir is not None and os.path.exists(os.path.join(self.dir, k[:2], k))  # noqa: PTH110, PTH118
+
     def get_json(self, k: str) -> Any:
         data = self.get(k)
         if data is None:

@@ -236,6 +236,11 @@ def load_text(text: str, source: str) -> LoadedSpec:
 
 def load_file(path: Path, source: str | None = None) -> LoadedSpec:
     shown = source or display_path(path)
+    return load_text(read_spec(path, shown), shown)
+
+
+def read_spec(path: Path, shown: str) -> str:
+    """The spec's text; refused (at ``shown``) when too large, unreadable or not UTF-8."""
     try:
         size = path.stat().st_size
         if size > MAX_SPEC_BYTES:
@@ -246,7 +251,7 @@ def load_file(path: Path, source: str | None = None) -> LoadedSpec:
         raw = path.read_bytes()
     except OSError as exc:
         raise SpecError.at(Location(shown), f"cannot read spec: {exc.strerror}") from None
-    return load_text(_decode(raw, shown), shown)
+    return _decode(raw, shown)
 
 
 def display_path(path: Path) -> str:

@@ -22,7 +22,7 @@ from compiler import cache, kinds, yamlio
 from compiler.checks import check_spec
 from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
-from compiler.load import load_file
+from compiler.load import LoadedSpec, Positions, display_path, load_text, read_spec
 from compiler.plan import Plan, build
 from compiler.render import render_all
 from compiler.render.base import Emitted, Renderer
@@ -164,29 +164,16 @@ def _cached_render(hit: Any, directory: str) -> tuple[list[Emitted], dict[str, s
     return emitted, files
 
 
-def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
-    loaded = load_file(path)
-    spec = check_spec(loaded)
-    source = header_source(path, root)
-    plan = build(spec, loaded.source)
-    name_location = loaded.positions.locate(loaded.source, ("metadata", "name"))
-    directory = f"{plan.namespace}/{plan.name}"
-    # The rendering depends on nothing but the spec's data, the header's source, standbyc
-    # itself and the templates: the same four give the same files (compiler.cache).
-    store = cache.Store("compile")
-    key = hit = None
-    if store.enabled:
-        data = json.dumps(loaded.data, default=repr, ensure_ascii=False)
-        key = cache.key("compile", cache.code_digest(), renderer.digest, source, data)
-        hit = store.get_json(key)
-    cached = _cached_render(hit, directory)
-    if cached is not None:
-        emitted, files = cached
-    else:
-        emitted, files = _render(plan, renderer, source, directory, name_location)
-        if key is not None:
-            objects = [{"relpath": e.relpath, "obj": e.obj, "text": e.text} for e in emitted]
-            store.put_json(key, {"files": files, "objects": objects})
+@dataclass(frozen=True)
+class _Loaded:
+    """What a spec's text gave: its data and the locations compiling it reports."""
+
+    data: dict[str, Any]
+    name_location: Location
+    warnings: tuple[Diagnostic, ...]
+
+
+def _spec_warnings(loaded: LoadedSpec, plan: Plan) -> tuple[Diagnostic, ...]:
     warnings: list[Diagnostic] = []
     metadata = loaded.data.get("metadata")
     if isinstance(metadata, dict) and "namespace" not in metadata:
@@ -205,7 +192,109 @@ def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
                 "PrometheusRule",
             )
         )
-    return CompiledSpec(plan, directory, files, emitted, name_location, source, tuple(warnings))
+    return tuple(warnings)
+
+
+def _location_json(loc: Location) -> list[Any]:
+    return [loc.file, loc.line, loc.column, loc.path]
+
+
+def _cached_location(value: Any) -> Location | None:
+    if not isinstance(value, list) or len(value) != 4:
+        return None
+    file, line, column, path = value
+    numbers = all(n is None or (isinstance(n, int) and not isinstance(n, bool)) for n in value[1:3])
+    if not (isinstance(file, str) and isinstance(path, str) and numbers):
+        return None
+    return Location(file, line, column, path)
+
+
+def _cached_loaded(hit: Any) -> _Loaded | None:
+    """A cache entry as a ``_Loaded``, or None when it is not one (damaged, or from some
+    other program): then the text is parsed again."""
+    if not isinstance(hit, dict) or not isinstance(hit.get("data"), dict):
+        return None
+    name, listed = _cached_location(hit.get("name")), hit.get("warnings")
+    if name is None or not isinstance(listed, list):
+        return None
+    warnings: list[Diagnostic] = []
+    for item in listed:
+        if not isinstance(item, list) or len(item) != 2 or not isinstance(item[1], str):
+            return None
+        if (where := _cached_location(item[0])) is None:
+            return None
+        warnings.append(Diagnostic(where, item[1]))
+    return _Loaded(hit["data"], name, tuple(warnings))
+
+
+def _text_key(text: str, shown: str, source: str, renderer: Renderer) -> str:
+    """The key of what a spec's text gave; with the templates in it, a hit means its
+    rendering was remembered too (both are stored by the same compile)."""
+    return cache.key("spec-text", cache.code_digest(), renderer.digest, shown, source, text)
+
+
+def _seen_before(path: Path, renderer: Renderer, root: Path, store: cache.Store) -> bool:
+    """Whether this spec, as it is now, was compiled before (so it costs milliseconds)."""
+    shown = display_path(path)
+    try:
+        text = read_spec(path, shown)
+    except SpecError:
+        return False
+    return store.has(_text_key(text, shown, header_source(path, root), renderer))
+
+
+def _json_exact(data: dict[str, Any]) -> bool:
+    """Whether JSON gives ``data`` back unchanged (only then is it remembered)."""
+    try:
+        return bool(json.loads(json.dumps(data)) == data)
+    except (TypeError, ValueError):
+        return False
+
+
+def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
+    shown = display_path(path)
+    text = read_spec(path, shown)
+    source = header_source(path, root)
+    # The same text (shown under the same name, by the same standbyc) parses to the same
+    # data and locations: the YAML parse, most of a warm compile, is skipped then.
+    store = cache.Store("compile")
+    text_key = _text_key(text, shown, source, renderer) if store.enabled else None
+    before = _cached_loaded(store.get_json(text_key)) if text_key is not None else None
+    if before is not None:
+        loaded = LoadedSpec(shown, before.data, Positions())
+        plan = build(check_spec(loaded), shown)
+        name_location, warnings = before.name_location, before.warnings
+    else:
+        loaded = load_text(text, shown)
+        plan = build(check_spec(loaded), shown)
+        name_location = loaded.positions.locate(shown, ("metadata", "name"))
+        warnings = _spec_warnings(loaded, plan)
+        if text_key is not None and _json_exact(loaded.data):
+            store.put_json(
+                text_key,
+                {
+                    "data": loaded.data,
+                    "name": _location_json(name_location),
+                    "warnings": [[_location_json(w.location), w.message] for w in warnings],
+                },
+            )
+    directory = f"{plan.namespace}/{plan.name}"
+    # The rendering depends on nothing but the spec's data, the header's source, standbyc
+    # itself and the templates: the same four give the same files (compiler.cache).
+    key = hit = None
+    if store.enabled:
+        data = json.dumps(loaded.data, default=repr, ensure_ascii=False)
+        key = cache.key("compile", cache.code_digest(), renderer.digest, source, data)
+        hit = store.get_json(key)
+    cached = _cached_render(hit, directory)
+    if cached is not None:
+        emitted, files = cached
+    else:
+        emitted, files = _render(plan, renderer, source, directory, name_location)
+        if key is not None:
+            objects = [{"relpath": e.relpath, "obj": e.obj, "text": e.text} for e in emitted]
+            store.put_json(key, {"files": files, "objects": objects})
+    return CompiledSpec(plan, directory, files, emitted, name_location, source, warnings)
 
 
 # From this many specs on, they are compiled by a pool of processes, one per core (starting
@@ -233,18 +322,22 @@ def _compile_each(
 ) -> list[CompiledSpec | tuple[Diagnostic, ...]]:
     """Each spec compiled, or its problems; in order."""
     global _POOL_JOB  # noqa: PLW0603 -- read by the forked workers
-    workers = min(os.cpu_count() or 1, len(paths) // 2)
-    if len(paths) < PARALLEL_FROM or workers < 2 or "fork" not in mp.get_all_start_methods():
+    store = cache.Store("compile")
+    # A spec compiled before takes a few milliseconds here, less than a worker takes to
+    # send its files back: only the others go to the pool.
+    cold = [p for p in paths if not (store.enabled and _seen_before(p, renderer, root, store))]
+    workers = min(os.cpu_count() or 1, len(cold) // 2)
+    if len(cold) < PARALLEL_FROM or workers < 2 or "fork" not in mp.get_all_start_methods():
         return [_compile_or_problems(path, renderer, root) for path in paths]
-    if cache.Store("compile").enabled:  # the cache keys' digests, once, before the fork
-        cache.code_digest()
-        renderer.digest  # noqa: B018 -- computed and kept on first use
     _POOL_JOB = (renderer, root)
     try:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            return list(pool.map(_compile_in_worker, paths, chunksize=4))
+            compiled = dict(zip(cold, pool.map(_compile_in_worker, cold, chunksize=4), strict=True))
     finally:
         _POOL_JOB = None
+    return [
+        compiled[p] if p in compiled else _compile_or_problems(p, renderer, root) for p in paths
+    ]
 
 
 def compile_specs(paths: Sequence[Path], renderer: Renderer, root: Path) -> list[CompiledSpec]:
@@ -291,9 +384,6 @@ def crd_documents(kinds_used: set[str]) -> dict[str, str]:
     return out
 
 
-_TOP_KIND = re.compile(r"^kind: (\S+)$", re.MULTILINE)
-
-
 def assemble(compiled: Sequence[CompiledSpec], kept: dict[str, str]) -> dict[str, str]:
     """The whole owned tree: compiled specs, files kept from other specs, shared files."""
     files = dict(kept)
@@ -306,10 +396,14 @@ def assemble(compiled: Sequence[CompiledSpec], kept: dict[str, str]) -> dict[str
             if p.endswith("/" + KUSTOMIZATION) and p.count("/") == 2
         }
     )
-    # Kinds in use: the compiled objects, and the top-level kind of each kept file
-    # (standbyc's own emitter writes it unindented, on a line of its own).
+    # Kinds in use: the compiled objects, and of the kinds a CRD is shipped for, those a
+    # kept file holds (standbyc's own emitter writes ``kind:`` unindented, on a line of its
+    # own, never the first: that is the header).
     used = {e.kind for one in compiled for e in one.objects}
-    used |= {m for text in kept.values() for m in _TOP_KIND.findall(text)}
+    for kind in kinds.shipped_crds().keys() - used:
+        line = f"\nkind: {kind}\n"
+        if any(line in text for text in kept.values()):
+            used.add(kind)
     crds = crd_documents(used)
     files.update(crds)
     root = ([CRD_DIR] if crds else []) + spec_dirs
@@ -329,10 +423,13 @@ def build_tree(
     compiled = compile_specs(spec_paths, renderer, root)
     sources = {header_source(p, root) for p in spec_paths}
     kept: dict[str, str] = {}
+    exists: dict[str, bool] = {}  # each spec looked up once, not once per file
     for rel, text in owned.items():
         src = yamlio.source_of(text)
         if src is None or src == SHARED_SOURCE or src in sources:
             continue
-        if (root / src).is_file():
+        if src not in exists:
+            exists[src] = (root / src).is_file()
+        if exists[src]:
             kept[rel] = text
     return compiled, assemble(compiled, kept)

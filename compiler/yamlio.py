@@ -244,7 +244,8 @@ def is_generated(text: str) -> bool:
 
 
 def source_of(text: str) -> str | None:
-    first = text.split("\n", 1)[0]
+    end = text.find("\n")
+    first = text if end < 0 else text[:end]  # the header line, without copying the rest
     marker = " Source: "
     if not is_generated(first) or marker not in first:
         return None

@@ -64,8 +64,17 @@ def test_a_changed_template_is_a_miss(workdir: Path, cache_dir: Path, tmp_path: 
         b"[]",
         b'{"files": 1, "objects": []}',
         b'{"files": {"../../etc/x": "y"}, "objects": []}',
+        b'{"data": {}, "name": ["s.yaml", "1", 1, ""], "warnings": []}',
+        b'{"data": {}, "name": ["s.yaml", 1, 1, ""], "warnings": [["s.yaml", "w"]]}',
     ],
-    ids=["not-json", "a-list", "wrong-types", "a-file-outside-the-spec"],
+    ids=[
+        "not-json",
+        "a-list",
+        "wrong-types",
+        "a-file-outside-the-spec",
+        "a-line-that-is-no-number",
+        "a-warning-without-a-location",
+    ],
 )
 def test_a_damaged_entry_is_a_miss(workdir: Path, cache_dir: Path, damage: bytes) -> None:
     assert compile_tree().ok
@@ -75,10 +84,60 @@ def test_a_damaged_entry_is_a_miss(workdir: Path, cache_dir: Path, damage: bytes
         if entry.is_file():
             entry.write_bytes(damage)
             damaged += 1
-    assert damaged == 2  # one per example spec
+    assert damaged == 4  # two per example spec: what its text parsed to, and its rendering
     result = compile_tree()
     assert result.ok and not result.written
     assert tree(workdir / "out") == written
+
+
+NO_NAMESPACE = "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata:\n  name: extra\n"
+
+
+def test_an_unchanged_spec_is_not_parsed_again(
+    workdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = workdir / "specs" / "extra.yaml"
+    spec.write_text(NO_NAMESPACE)
+    first = compile_tree()
+    assert first.ok
+    assert "specs/extra.yaml:4:3: metadata: metadata.namespace is not set" in first.warnings[0]
+
+    def no_parse(*args: object) -> None:
+        raise AssertionError("parsed although the text is the same")
+
+    parse = pipeline.load_text
+    monkeypatch.setattr(pipeline, "load_text", no_parse)
+    second = compile_tree()
+    assert second.ok and not second.written
+    assert second.warnings == first.warnings
+    assert [s.name_location for s in second.specs] == [s.name_location for s in first.specs]
+    # A comment changes no data, but moves every location: the text is parsed again.
+    monkeypatch.setattr(pipeline, "load_text", parse)
+    spec.write_text("# a comment\n" + NO_NAMESPACE)
+    third = compile_tree()
+    assert third.ok
+    assert "specs/extra.yaml:5:3: metadata: metadata.namespace is not set" in third.warnings[0]
+
+
+def test_specs_seen_before_and_new_ones_compile_alike(
+    workdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Specs compiled before stay in this process, the others go to the pool: the tree
+    is the same as one compiled with no cache at all."""
+    monkeypatch.setattr(pipeline, "PARALLEL_FROM", 2)
+    seed = (workdir / "specs" / "inference-engine.yaml").read_text()
+    for i in range(4):
+        text = seed.replace("name: inference-engine", f"name: engine-{i}")
+        (workdir / "specs" / f"engine-{i}.yaml").write_text(text)
+    assert compile_tree().ok
+    for i in (1, 3):
+        spec = workdir / "specs" / f"engine-{i}.yaml"
+        spec.write_text(spec.read_text().replace("replicas: 3", "replicas: 2"))
+    mixed = compile_tree()
+    assert mixed.ok and mixed.written
+    monkeypatch.setenv("STANDBYC_CACHE", "off")
+    assert compile_tree(out=workdir / "fresh").ok
+    assert tree(workdir / "out") == tree(workdir / "fresh")
 
 
 def test_an_out_with_crlf_newlines_is_up_to_date_and_validated_as_it_is(

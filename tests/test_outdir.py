@@ -203,3 +203,27 @@ def test_many_written_files_are_made_durable_by_one_syncfs(
     assert fsynced == []
     fsutil.sync_files(files[:2], tmp_path)
     assert fsynced == files[:2]
+
+
+def test_the_shipped_crd_stays_while_a_kept_spec_needs_it(workdir: Path) -> None:
+    """Compiling one spec that emits no CiliumEgressQoS keeps the CRD for the other
+    spec's (read from its kept file); once no spec emits one, the CRD goes."""
+    spec = workdir / "specs" / "grpc-llm.yaml"
+    text = spec.read_text()
+    assert "outputs: [ciliumEgressQoS, kyverno, kustomizePatch]" in text
+    spec.write_text(
+        text.replace("outputs: [ciliumEgressQoS, kyverno, kustomizePatch]", "outputs: [kyverno]")
+    )
+    crd = (
+        workdir
+        / "out"
+        / pipeline.CRD_DIR
+        / "customresourcedefinition-ciliumegressqoses.cilium.io.yaml"
+    )
+    _compile()
+    assert crd.is_file()
+    _compile("specs/grpc-llm.yaml")
+    assert crd.is_file()
+    (workdir / "specs" / "inference-engine.yaml").unlink()
+    _compile()
+    assert not crd.exists()
