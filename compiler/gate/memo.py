@@ -220,10 +220,13 @@ class GateMemo:
                 rel = top.relative_to(self.root).as_posix()
                 parts += [rel, self.read(rel)]
                 continue
+            # Plain strings, not pathlib: thousands of files per run.
+            base = os.path.join(str(self.root), "")  # noqa: PTH118
             for dirpath, dirnames, filenames in os.walk(top):
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                here = dirpath.removeprefix(base).replace(os.sep, "/")
                 for name in sorted(filenames):
-                    rel = (Path(dirpath) / name).relative_to(self.root).as_posix()
+                    rel = f"{here}/{name}" if dirpath != str(self.root) else name
                     parts += [rel, self.read(rel)]
         return self._key("gate-tree", *parts)
 
