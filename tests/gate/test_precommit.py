@@ -1,8 +1,12 @@
-"""The pre-commit hooks, for real: ``pre-commit try-repo`` against a temporary git repo.
+"""The pre-commit hooks, for real: ``pre-commit run`` in a consumer repository whose
+``.pre-commit-config.yaml`` names a snapshot of this working tree.
 
-pre-commit pip-installs standbyc from a snapshot of this working tree (so the test needs
-PyPI for standbyc's dependencies, as any consumer does) and runs the hook in a consumer
-repository holding an ``out/`` tree. The validators come from ``make tools``.
+pre-commit pip-installs standbyc from that snapshot (so the test needs PyPI for standbyc's
+dependencies, as any consumer does) and runs the hook in the consumer, which holds an
+``out/`` tree. The tests of this module share one snapshot at one commit and one
+PRE_COMMIT_HOME, so pre-commit installs the hooks' environment once, as it does for a
+user (``try-repo`` would install it again for every run). The validators come from
+``make tools``.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -57,20 +62,33 @@ def _consumer(dest: Path, tree: Path) -> Path:
     return dest
 
 
-def _try_repo(
-    hook_repo: Path, consumer: Path, hook: str, schema_dir: Path
+@dataclass(frozen=True)
+class HookRepo:
+    path: Path
+    rev: str
+    home: Path  # PRE_COMMIT_HOME: where pre-commit keeps the hooks' environment
+
+
+def _run_hook(
+    hooks: HookRepo, consumer: Path, hook: str, schema_dir: Path
 ) -> subprocess.CompletedProcess[str]:
     pre_commit = Path(sys.executable).with_name("pre-commit")
     if not pre_commit.exists():
         pytest.fail("pre-commit is not installed in this venv: pip install -e '.[dev]'")
+    config = (
+        f"repos:\n  - repo: {hooks.path}\n    rev: {hooks.rev}\n    hooks:\n      - id: {hook}\n"
+    )
+    (consumer / ".pre-commit-config.yaml").write_text(config)
+    _git(consumer, "add", ".pre-commit-config.yaml")  # pre-commit refuses an unstaged config
     env = {
         **os.environ,
+        "PRE_COMMIT_HOME": str(hooks.home),
         # The hook's venv is not this checkout: point it at the tools and schemas of `make tools`.
         "STANDBYC_TOOLS_DIR": str(REPO / ".tools" / "bin"),
         "STANDBYC_SCHEMA_DIR": str(schema_dir),
     }
     return subprocess.run(
-        [str(pre_commit), "try-repo", str(hook_repo), hook, "--all-files", "--verbose"],
+        [str(pre_commit), "run", hook, "--all-files", "--verbose"],
         cwd=consumer,
         env=env,
         capture_output=True,
@@ -81,14 +99,16 @@ def _try_repo(
 
 
 @pytest.fixture(scope="module")
-def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _snapshot_hook_repo(tmp_path_factory.mktemp("hookrepo"))
+def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> HookRepo:
+    path = _snapshot_hook_repo(tmp_path_factory.mktemp("hookrepo"))
+    _git(path, "tag", "v0.1.0")  # the release the README's snippet names
+    return HookRepo(path, "v0.1.0", tmp_path_factory.mktemp("pre-commit-home"))
 
 
 def test_validate_hook_passes_on_a_valid_tree(
-    hook_repo: Path, tmp_path: Path, validators: Path
+    hook_repo: HookRepo, tmp_path: Path, validators: Path
 ) -> None:
-    proc = _try_repo(
+    proc = _run_hook(
         hook_repo, _consumer(tmp_path, FIXTURES / "good"), "standbyc-validate", validators
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -97,9 +117,9 @@ def test_validate_hook_passes_on_a_valid_tree(
 
 
 def test_validate_hook_fails_on_a_broken_tree(
-    hook_repo: Path, tmp_path: Path, validators: Path
+    hook_repo: HookRepo, tmp_path: Path, validators: Path
 ) -> None:
-    proc = _try_repo(
+    proc = _run_hook(
         hook_repo,
         _consumer(tmp_path, FIXTURES / "broken" / "wrong-type"),
         "standbyc-validate",
@@ -114,7 +134,7 @@ def test_validate_hook_fails_on_a_broken_tree(
 
 
 def test_check_hook_passes_when_fresh_and_fails_when_stale(
-    hook_repo: Path, tmp_path: Path, validators: Path
+    hook_repo: HookRepo, tmp_path: Path, validators: Path
 ) -> None:
     consumer = tmp_path / "consumer"
     consumer.mkdir()
@@ -131,14 +151,14 @@ def test_check_hook_passes_when_fresh_and_fails_when_stale(
     _git(consumer, "init", "-q", "-b", "main")
     _git(consumer, "add", "-A")
     _git(consumer, "commit", "-qm", "specs and out")
-    fresh = _try_repo(hook_repo, consumer, "standbyc-check", validators)
+    fresh = _run_hook(hook_repo, consumer, "standbyc-check", validators)
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
     assert "Passed" in fresh.stdout
 
     spec = consumer / "specs" / "inference-engine.yaml"
     spec.write_text(spec.read_text().replace("egress: 25Gbit/s", "egress: 20Gbit/s"))
     _git(consumer, "add", "-A")
-    stale = _try_repo(hook_repo, consumer, "standbyc-check", validators)
+    stale = _run_hook(hook_repo, consumer, "standbyc-check", validators)
     assert stale.returncode == 1, stale.stdout + stale.stderr
     assert "Failed" in stale.stdout
     assert "+      bandwidth: 20G" in stale.stdout
@@ -146,24 +166,23 @@ def test_check_hook_passes_when_fresh_and_fails_when_stale(
 
 
 def test_the_readme_snippet_works_from_a_separate_repository(
-    tmp_path: Path, validators: Path
+    hook_repo: HookRepo, tmp_path: Path, validators: Path
 ) -> None:
     """The README's .pre-commit-config.yaml, as written (only the repository's address is
     this snapshot), in a GitOps repository of its own: `pre-commit run --all-files`."""
     readme = (REPO / "README.md").read_text()
     snippet = readme.split("# .pre-commit-config.yaml\n", 1)[1].split("```", 1)[0]
-    hook_repo = _snapshot_hook_repo(tmp_path / "standbyc")
-    _git(hook_repo, "tag", "v0.1.0")  # the release the snippet names
     consumer = tmp_path / "gitops"
     shutil.copytree(REPO / "specs", consumer / "specs")
     shutil.copytree(REPO / "out", consumer / "out")
     url = snippet.split("repo: ", 1)[1].split()[0]
-    (consumer / ".pre-commit-config.yaml").write_text(snippet.replace(url, str(hook_repo)))
+    (consumer / ".pre-commit-config.yaml").write_text(snippet.replace(url, str(hook_repo.path)))
     _git(consumer, "init", "-q", "-b", "main")
     _git(consumer, "add", "-A")
     _git(consumer, "commit", "-qm", "specs and out")
     pre_commit = Path(sys.executable).with_name("pre-commit")
-    env = {**os.environ, "STANDBYC_TOOLS_DIR": str(REPO / ".tools" / "bin"),
+    env = {**os.environ, "PRE_COMMIT_HOME": str(hook_repo.home),
+           "STANDBYC_TOOLS_DIR": str(REPO / ".tools" / "bin"),
            "STANDBYC_SCHEMA_DIR": str(validators)}  # fmt: skip
     proc = subprocess.run([str(pre_commit), "run", "--all-files"], cwd=consumer, env=env,
                           capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
