@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import fcntl
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,7 +42,9 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
+@functools.cache
 def _libc(function: str) -> Callable[..., int] | None:
+    """A libc function, looked up once (find_library runs ldconfig or a compiler)."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None

@@ -227,20 +227,27 @@ def _cached_loaded(hit: Any) -> _Loaded | None:
     return _Loaded(hit["data"], name, tuple(warnings))
 
 
-def _text_key(text: str, shown: str, source: str, renderer: Renderer) -> str:
+@dataclass(frozen=True)
+class SpecText:
+    """A spec file as read, once: the name it is shown under, the source its files'
+    headers name (relative to out/'s parent), its text."""
+
+    shown: str
+    source: str
+    text: str
+
+
+def read_spec_text(path: Path, root: Path) -> SpecText:
+    shown = display_path(path)
+    return SpecText(shown, header_source(path, root), read_spec(path, shown))
+
+
+def _text_key(spec: SpecText, renderer: Renderer) -> str:
     """The key of what a spec's text gave; with the templates in it, a hit means its
     rendering was remembered too (both are stored by the same compile)."""
-    return cache.key("spec-text", cache.code_digest(), renderer.digest, shown, source, text)
-
-
-def _seen_before(path: Path, renderer: Renderer, root: Path, store: cache.Store) -> bool:
-    """Whether this spec, as it is now, was compiled before (so it costs milliseconds)."""
-    shown = display_path(path)
-    try:
-        text = read_spec(path, shown)
-    except SpecError:
-        return False
-    return store.has(_text_key(text, shown, header_source(path, root), renderer))
+    return cache.key(
+        "spec-text", cache.code_digest(), renderer.digest, spec.shown, spec.source, spec.text
+    )
 
 
 def _json_exact(data: dict[str, Any]) -> bool:
@@ -252,20 +259,22 @@ def _json_exact(data: dict[str, Any]) -> bool:
 
 
 def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
-    shown = display_path(path)
-    text = read_spec(path, shown)
-    source = header_source(path, root)
+    return compile_text(read_spec_text(path, root), renderer)
+
+
+def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
+    shown, source = spec.shown, spec.source
     # The same text (shown under the same name, by the same standbyc) parses to the same
     # data and locations: the YAML parse, most of a warm compile, is skipped then.
     store = cache.Store("compile")
-    text_key = _text_key(text, shown, source, renderer) if store.enabled else None
+    text_key = _text_key(spec, renderer) if store.enabled else None
     before = _cached_loaded(store.get_json(text_key)) if text_key is not None else None
     if before is not None:
         loaded = LoadedSpec(shown, before.data, Positions())
         plan = build(check_spec(loaded), shown)
         name_location, warnings = before.name_location, before.warnings
     else:
-        loaded = load_text(text, shown)
+        loaded = load_text(spec.text, shown)
         plan = build(check_spec(loaded), shown)
         name_location = loaded.positions.locate(shown, ("metadata", "name"))
         warnings = _spec_warnings(loaded, plan)
@@ -300,44 +309,61 @@ def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
 # From this many specs on, they are compiled by a pool of processes, one per core (starting
 # the pool costs about a tenth of a second; rendering a spec about a tenth of a second too).
 PARALLEL_FROM = 8
-_POOL_JOB: tuple[Renderer, Path] | None = None  # what forked workers compile with
+_POOL_JOB: Renderer | None = None  # what forked workers compile with
+
+Problems = tuple[Diagnostic, ...]
 
 
-def _compile_or_problems(
-    path: Path, renderer: Renderer, root: Path
-) -> CompiledSpec | tuple[Diagnostic, ...]:
+def _read_or_problems(path: Path, root: Path) -> SpecText | Problems:
     try:
-        return compile_spec(path, renderer, root)
+        return read_spec_text(path, root)
     except SpecError as exc:
         return tuple(exc.diagnostics)
 
 
-def _compile_in_worker(path: Path) -> CompiledSpec | tuple[Diagnostic, ...]:
+def _compile_or_problems(spec: SpecText, renderer: Renderer) -> CompiledSpec | Problems:
+    try:
+        return compile_text(spec, renderer)
+    except SpecError as exc:
+        return tuple(exc.diagnostics)
+
+
+def _compile_in_worker(spec: SpecText) -> CompiledSpec | Problems:
     assert _POOL_JOB is not None
-    return _compile_or_problems(path, *_POOL_JOB)
+    return _compile_or_problems(spec, _POOL_JOB)
 
 
 def _compile_each(
     paths: Sequence[Path], renderer: Renderer, root: Path
-) -> list[CompiledSpec | tuple[Diagnostic, ...]]:
+) -> list[CompiledSpec | Problems]:
     """Each spec compiled, or its problems; in order."""
     global _POOL_JOB  # noqa: PLW0603 -- read by the forked workers
+    texts = [_read_or_problems(p, root) for p in paths]  # each spec file read once
     store = cache.Store("compile")
     # A spec compiled before takes a few milliseconds here, less than a worker takes to
     # send its files back: only the others go to the pool.
-    cold = [p for p in paths if not (store.enabled and _seen_before(p, renderer, root, store))]
-    workers = min(os.cpu_count() or 1, len(cold) // 2)
-    if len(cold) < PARALLEL_FROM or workers < 2 or "fork" not in mp.get_all_start_methods():
-        return [_compile_or_problems(path, renderer, root) for path in paths]
-    _POOL_JOB = (renderer, root)
-    try:
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            compiled = dict(zip(cold, pool.map(_compile_in_worker, cold, chunksize=4), strict=True))
-    finally:
-        _POOL_JOB = None
-    return [
-        compiled[p] if p in compiled else _compile_or_problems(p, renderer, root) for p in paths
+    cold = [
+        i
+        for i, t in enumerate(texts)
+        if isinstance(t, SpecText) and not (store.enabled and store.has(_text_key(t, renderer)))
     ]
+    workers = min(os.cpu_count() or 1, len(cold) // 2)
+    compiled: dict[int, CompiledSpec | Problems] = {}
+    if len(cold) >= PARALLEL_FROM and workers >= 2 and "fork" in mp.get_all_start_methods():
+        _POOL_JOB = renderer
+        try:
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+                done = pool.map(_compile_in_worker, [texts[i] for i in cold], chunksize=4)
+                compiled = dict(zip(cold, done, strict=True))
+        finally:
+            _POOL_JOB = None
+    out: list[CompiledSpec | Problems] = []
+    for i, t in enumerate(texts):
+        if not isinstance(t, SpecText):
+            out.append(t)  # it could not be read
+        else:
+            out.append(compiled[i] if i in compiled else _compile_or_problems(t, renderer))
+    return out
 
 
 def compile_specs(paths: Sequence[Path], renderer: Renderer, root: Path) -> list[CompiledSpec]:
@@ -421,7 +447,7 @@ def build_tree(
     always rebuilt.
     """
     compiled = compile_specs(spec_paths, renderer, root)
-    sources = {header_source(p, root) for p in spec_paths}
+    sources = {c.header_source for c in compiled}  # (compile_specs raised if one failed)
     kept: dict[str, str] = {}
     exists: dict[str, bool] = {}  # each spec looked up once, not once per file
     for rel, text in owned.items():

@@ -300,7 +300,6 @@ class GateMemo:
         """``ran``'s results with the remembered passes put back in order; what passed now
         (no finding of any tool on it) is remembered."""
         by_file = {r.file: r for r in ran.results}
-        flagged = {f.file for f in (*ran.findings, *more_findings)}
         passed = _passed(ran, more_findings)
         results: list[FileResult] = []
         for i, (item, k) in enumerate(zip(split.items, split.keys, strict=True)):
@@ -319,7 +318,7 @@ class GateMemo:
             if result is None:
                 continue
             results.append(result)
-            if result.ok and result.file not in flagged:
+            if result.file in passed:
                 self.remember(k, result.detail.encode())
                 self.remember(split.exact[i], result.detail.encode())
         return Outcome(tuple(results), ran.findings, ran.seconds)
