@@ -9,6 +9,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from compiler import decorate, yamlio
+from compiler.render.base import packaged_templates
 from tests.conftest import run_cli
 
 HOSTILE = [
@@ -119,3 +120,52 @@ def test_a_file_that_does_not_read_back_as_its_object_is_never_written(
     assert result.code == 3
     assert "emitted text reads back as 2 document(s)" in result.err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "refusal"),
+    [
+        ("automountServiceAccountToken: &a false\nimagePullSecrets: *a", "an alias"),
+        ("automountServiceAccountToken: !!bool false", "explicit tag"),
+        ("automountServiceAccountToken: !custom false", "explicit tag"),
+        ("<<: {}\nautomountServiceAccountToken: false", "merge"),
+    ],
+)
+def test_a_template_that_renders_more_than_plain_data_is_refused(
+    line: str, refusal: str, tmp_path: Path
+) -> None:
+    """Rendered text is read as plain YAML 1.1 data: what a tag, an alias or a merge key
+    would make of it is never guessed."""
+    overrides = tmp_path / "templates"
+    overrides.mkdir()
+    sa = (packaged_templates() / "serviceaccount.yaml.j2").read_text()
+    assert "automountServiceAccountToken: false" in sa
+    (overrides / "serviceaccount.yaml.j2").write_text(
+        sa.replace("automountServiceAccountToken: false", line)
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.format(value="ok"))
+    out = tmp_path / "out"
+    result = run_cli("compile", str(spec), "--out", str(out), "--templates", str(overrides))
+    assert result.code == 2, result.err
+    assert "serviceaccount.yaml.j2: rendered text is not plain data" in result.err
+    assert refusal in result.err
+    assert not out.exists()
+
+
+def test_a_template_is_read_as_kubernetes_reads_yaml(tmp_path: Path) -> None:
+    """YAML 1.1, as Kubernetes reads a manifest: ``on`` in a template is a boolean."""
+    overrides = tmp_path / "templates"
+    overrides.mkdir()
+    sa = (packaged_templates() / "serviceaccount.yaml.j2").read_text()
+    (overrides / "serviceaccount.yaml.j2").write_text(
+        sa.replace("automountServiceAccountToken: false", "automountServiceAccountToken: on")
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.format(value="ok"))
+    out = tmp_path / "out"
+    result = run_cli("compile", str(spec), "--out", str(out), "--no-validate", "--templates",
+                     str(overrides))  # fmt: skip
+    assert result.code == 0, result.err
+    (written,) = out.glob("ns/engine/serviceaccount-*.yaml")
+    assert "automountServiceAccountToken: true\n" in written.read_text()

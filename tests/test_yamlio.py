@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml as pyyaml  # YAML 1.1 reader, as Kubernetes' and Argo CD's Go readers are
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -108,3 +109,51 @@ def test_kubectl_key_order() -> None:
     assert yamlio.dump(obj) == (
         "apiVersion: v1\nkind: K\nmetadata:\n  name: x\n  labels: {}\nspec: {}\n"
     )
+
+
+def _libyaml(text: str) -> list[Any]:
+    return [d for d in pyyaml.load_all(text, Loader=pyyaml.CSafeLoader) if d is not None]
+
+
+@settings(deadline=None)
+@given(st.dictionaries(keys, data, min_size=1, max_size=5))
+def test_read_back_is_what_a_yaml_11_reader_reads(obj: dict[str, Any]) -> None:
+    text = yamlio.document(obj, "specs/x.yaml")
+    assert yamlio.read_back(text) == _libyaml(text) == [_normalise(obj)], text
+
+
+# YAML that standbyc never writes, read as PyYAML's safe loader reads it.
+READ_LIKE_PYYAML = [
+    "a: yes\nb: 0x1F\nc: 1_000\nd: 1:20\ne: .5\nf: ~\ng: 2026-11-28\nh: 012\n",
+    "- 'q'\n- \"r\"\n- |\n  s\n- >\n  t\n  u\n- ! 7\n- plain text\n",
+    "a: {b: [1, two, {c: d}]}\n? [x]\n",  # a sequence as a key: PyYAML refuses it too
+    "--- 1\n--- null\n--- [a]\n...\n",
+    "&anchor a: b\nc: &v 1\n",
+    "{}\n",
+    "",
+]
+REFUSED = [
+    "a: &x [1]\nb: *x\n",  # an alias
+    "base: &b {x: 1}\nderived:\n  <<: *b\n",  # a merge key
+    "a: !!str 1\n",  # an explicit tag, even a plain one
+    "a: !custom x\n",
+    "a: =\n",  # the YAML 1.1 value key
+    "a: [1\n",  # not YAML at all
+]
+
+
+@pytest.mark.parametrize("text", READ_LIKE_PYYAML)
+def test_read_back_reads_yaml_as_pyyaml_does(text: str) -> None:
+    try:
+        expected = _libyaml(text)
+    except pyyaml.YAMLError:
+        with pytest.raises((pyyaml.YAMLError, TypeError)):
+            yamlio.read_back(text)
+    else:
+        assert yamlio.read_back(text) == expected
+
+
+@pytest.mark.parametrize("text", REFUSED)
+def test_read_back_refuses_what_standbyc_never_writes(text: str) -> None:
+    with pytest.raises((ValueError, pyyaml.YAMLError)):
+        yamlio.read_back(text)

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from ruamel.yaml.error import YAMLError
+import yaml
 
 from compiler import cache, kinds
 from compiler.errors import TemplateError
-from compiler.yamlio import double_quoted, parse_one
+from compiler.yamlio import double_quoted, read_back
 
 
 def packaged_templates() -> Path:
@@ -153,10 +153,16 @@ def _template_position(template: str) -> str:
 
 
 def _parse(text: str, template: str) -> list[Any]:
+    """The rendered text's documents, read as Kubernetes reads a manifest (YAML 1.1)."""
     try:
-        return parse_one(text)
-    except YAMLError as exc:
+        return read_back(text)
+    except yaml.YAMLError as exc:
         raise TemplateError(f"{template}: rendered text is not valid YAML: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise TemplateError(
+            f"{template}: rendered text is not plain data (no tags, aliases, merge keys or "
+            f"complex keys): {exc}"
+        ) from None
 
 
 def check_shape(text: str, template: str, kind: kinds.Kind, name: str) -> dict[str, Any]:
