@@ -4,14 +4,18 @@ is a miss."""
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from compiler import outdir, pipeline
+from compiler import cache, outdir, pipeline
 from compiler.api import compile_tree
 from compiler.render.base import packaged_templates
-from tests.conftest import tree
+from tests.conftest import REPO, tree
 
 
 @pytest.fixture
@@ -79,15 +83,34 @@ def test_a_changed_template_is_a_miss(workdir: Path, cache_dir: Path, tmp_path: 
 def test_a_damaged_entry_is_a_miss(workdir: Path, cache_dir: Path, damage: bytes) -> None:
     assert compile_tree().ok
     written = tree(workdir / "out")
-    damaged = 0
-    for entry in (cache_dir / "compile").rglob("*"):
-        if entry.is_file():
-            entry.write_bytes(damage)
-            damaged += 1
-    assert damaged == 4  # two per example spec: what its text parsed to, and its rendering
+    with sqlite3.connect(cache_dir / cache.DB_NAME) as db:
+        damaged = db.execute("UPDATE entries SET v = ? WHERE area = 'compile'", (damage,))
+    assert damaged.rowcount == 4  # two per example spec: what its text parsed to, its rendering
     result = compile_tree()
     assert result.ok and not result.written
     assert tree(workdir / "out") == written
+
+
+def test_a_cache_file_that_is_not_a_database_is_set_aside(workdir: Path, cache_dir: Path) -> None:
+    assert compile_tree().ok
+    written = tree(workdir / "out")
+    db = cache_dir / cache.DB_NAME
+    for suffix in ("-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    db.write_bytes(b"not a database, say a disk error" * 100)
+    result = subprocess.run(  # a new process: this one keeps its connection open
+        [sys.executable, "-m", "compiler", "compile"],
+        cwd=workdir,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert tree(workdir / "out") == written
+    assert db.with_name(db.name + ".damaged").read_bytes().startswith(b"not a database")
+    with sqlite3.connect(db) as fresh:  # remembered again, in a new file
+        assert fresh.execute("SELECT count(*) FROM entries").fetchone()[0] > 0
 
 
 NO_NAMESPACE = "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata:\n  name: extra\n"
