@@ -160,6 +160,14 @@ def compile_tree(
             only=only,
             # The tree staged (or found unchanged) holds these texts: read them from here.
             known={r: t for r, t in run.files.items() if r not in run.current.translated},
+            # What those texts read back as: each was checked to be its object (serialize).
+            parsed={
+                path: [e.obj]
+                for c in run.specs
+                for e in c.objects
+                if e.text is None
+                and (path := f"{c.directory}/{e.relpath}") not in run.current.translated
+            },
         )
         if not run.report.ok:
             raise _Rejected("validation failed")

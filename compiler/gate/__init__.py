@@ -112,26 +112,30 @@ def _rule_sources(
 ) -> list[promtool.RuleSource]:
     sources: list[promtool.RuleSource] = []
     for rel in manifests:
-        data = memo.read(rel)
-        if b"PrometheusRule" not in data:  # cheap filter: parse only files that may hold one
+        if b"PrometheusRule" not in memo.read(rel):  # cheap filter: only files that may hold one
             continue
-        parsed = memo.parsed_rules(data, _parse_rule_docs)
-        for i, (name, groups) in enumerate(parsed):
+        found = _rule_docs(memo.documents_of(rel, _read_docs))
+        for i, (name, groups) in enumerate(found):
             if groups is None:
                 continue  # kubeconform reports the missing/mistyped field
-            suffix = f".{i}" if len(parsed) > 1 else ""
+            suffix = f".{i}" if len(found) > 1 else ""
             plain = f"{Path(rel).with_suffix('').as_posix()}{suffix}.rules.yaml"
             sources.append(promtool.RuleSource(display(rel), name, groups, plain, rel))
     return sources
 
 
-def _parse_rule_docs(data: bytes) -> list[tuple[str, list[Any] | None]]:
-    """Each PrometheusRule document in ``data``: its name and ``spec.groups`` (None when
-    that is not a list). A YAML error is kubeconform's to report, with its location."""
+def _read_docs(data: bytes) -> list[Any]:
+    """The documents of a manifest; none when it is not YAML (kubeconform reports that,
+    with its location)."""
     try:
-        docs: list[Any] = yamlio.read_back(data.decode("utf-8", "replace"))
+        return yamlio.read_back(data.decode("utf-8", "replace"))
     except Exception:
         return []
+
+
+def _rule_docs(docs: Sequence[Any]) -> list[tuple[str, list[Any] | None]]:
+    """Each PrometheusRule document: its name and ``spec.groups`` (None when that is not
+    a list)."""
     out: list[tuple[str, list[Any] | None]] = []
     for doc in docs:
         if not isinstance(doc, dict) or doc.get("kind") != "PrometheusRule":
@@ -275,13 +279,15 @@ def run_gate(
     display_root: str | None = None,
     only: Sequence[str] | None = None,
     known: Mapping[str, str] | None = None,
+    parsed: Mapping[str, Sequence[Any]] | None = None,
 ) -> Report:
     """Validate every manifest, PrometheusRule and promtool unit test under ``root``.
 
     ``only`` limits the run to the spec directories holding these paths (relative to
     ``root``; see ``spec_prefixes``), so a pre-commit run over one changed spec stays fast.
     ``known``: texts of files under ``root`` the caller has just written or read, exactly
-    as they are on disk; they are not read again.
+    as they are on disk; they are not read again. ``parsed``: the documents some of those
+    texts read back as (``yamlio.read_back``); they are not parsed again.
 
     Raises ``ToolMissing`` when kubeconform or promtool is absent (pint is optional) and
     ``SchemasMissing`` when the offline schemas are absent and cannot be built offline.
@@ -302,7 +308,7 @@ def run_gate(
 
     # Passes remembered from earlier runs over the same bytes with the same tools are
     # not run again (compiler.gate.memo): a whole tree's, else each file's.
-    memo = GateMemo(root, sd.identity(), known)
+    memo = GateMemo(root, sd.identity(), known, parsed)
     tree_key = None
     if memo.store.enabled:  # the tools found (or not) are part of the key
         prefixes = sorted(spec_prefixes(only)) if only is not None else None

@@ -9,7 +9,6 @@ the others (a failure runs each of them again, for their own messages)."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -70,10 +69,17 @@ def documents(data: bytes) -> int:
 
 
 class GateMemo:
-    def __init__(self, root: Path, schemas: str, known: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        schemas: str,
+        known: Mapping[str, str] | None = None,
+        parsed: Mapping[str, Sequence[Any]] | None = None,
+    ) -> None:
         self.store = cache.Store("gate")
         self.root = root
         self.known = known or {}  # texts of files under root, exactly as on disk
+        self.parsed = parsed or {}  # the documents some of those texts read back as
         self.schemas = schemas  # identifies the schema set kubeconform validates against
         self._bytes: dict[str, bytes] = {}
         self._digests: dict[str, str] = {}
@@ -110,21 +116,12 @@ class GateMemo:
             self._documents[rel] = documents(self.read(rel))
         return self._documents[rel]
 
-    def parsed_rules(
-        self, data: bytes, parse: Callable[[bytes], list[tuple[str, list[Any] | None]]]
-    ) -> list[tuple[str, list[Any] | None]]:
-        """``parse(data)``, remembered by the bytes and standbyc's code: the PrometheusRule
-        documents of a manifest are read from JSON instead of parsed again."""
-        k = self._key("rule-docs", data)
-        seen = self.store.get_json(k)
-        if isinstance(seen, list):
-            return [(str(name), groups) for name, groups in seen]
-        parsed = parse(data)
-        # Kept only when JSON gives back exactly what YAML gave (not a timestamp, say).
-        with contextlib.suppress(TypeError, ValueError):
-            if json.loads(json.dumps(parsed)) == [list(doc) for doc in parsed]:
-                self.store.put_json(k, parsed)
-        return parsed
+    def documents_of(self, rel: str, parse: Callable[[bytes], list[Any]]) -> list[Any]:
+        """The documents ``rel`` holds: as the caller gave them (it read them back from
+        exactly these bytes), else ``parse`` of its bytes."""
+        if (docs := self.parsed.get(rel)) is not None:
+            return list(docs)
+        return parse(self.read(rel))
 
     def copies_key(self, groups: list[Any], copies: Sequence[str]) -> str:
         """The key under which the test copies (relative to the root) of one

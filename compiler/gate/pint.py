@@ -71,8 +71,8 @@ def lint(sources: Sequence[RuleSource], tmp: Path) -> Outcome:
         severity = ERROR if str(problem.get("severity", "")).lower() in _FAILING else WARNING
         text = f"{problem.get('problem', '')} ({problem.get('reporter', '')})"
         if len(lines) > 1 or lines[0]:
-            span = f"{min(lines)}-{max(lines)}" if len(lines) > 1 else str(lines[0])
-            text += f"; lines {span} of the rules file"
+            span = f"lines {min(lines)}-{max(lines)}" if len(lines) > 1 else f"line {lines[0]}"
+            text += f"; {span} of the rules file"
         if details := str(problem.get("details") or "").strip():
             text += f"\n{details}"  # pint's own explanation, whole
         findings.append(

@@ -16,7 +16,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from compiler import tools
+from compiler import tools, yamlio
 from compiler.gate.report import FileResult, Finding
 
 _CHECK_HEADER = re.compile(r"^Checking (.+)$")
@@ -50,13 +50,11 @@ class Outcome:
 
 
 def write_plain_rules(sources: Iterable[RuleSource], tmp: Path) -> None:
-    yaml = YAML(typ="safe")
-    yaml.default_flow_style = False
+    """Each PrometheusRule's groups as the plain rules file promtool and pint read."""
     for src in sources:
         target = tmp / src.plain_file
         target.parent.mkdir(parents=True, exist_ok=True)
-        with target.open("w") as fh:
-            yaml.dump({"groups": src.groups}, fh)
+        target.write_text(yamlio.dump({"groups": src.groups}), encoding="utf-8")
 
 
 def _sections(output: str, header: re.Pattern[str]) -> dict[str, list[str]]:

@@ -3,8 +3,10 @@
 Most kinds' schemas do not change between the versions of the matrix but for their
 descriptions (a CRD's never does; ConfigMap's, ServiceAccount's, NetworkPolicy's hardly),
 and a description takes no part in validation. A manifest whose schema at a later version
-has the same *shape* (the schema without its descriptions) as at an earlier one gets that
-earlier version's result: same document, same schema, same verdict. Only a kind whose
+has the same *shape* (the schema without its descriptions, and without the
+``x-kubernetes-*`` annotations the API server reads, such as ``x-kubernetes-list-type``:
+they are no JSON Schema keywords, and kubeconform's validator ignores them) as at an earlier
+one gets that earlier version's result: same document, same schema, same verdict. Only a kind whose
 schema really changed (a Deployment's PodSpec grows each release) is validated again.
 """
 
@@ -61,7 +63,9 @@ def _shape(node: Any) -> Any:
     return {
         k: (v if k in _DATA else _shape(v))
         for k, v in node.items()
-        if not (k == "description" and isinstance(v, str))  # a property named so is a dict
+        # (a property named so is a dict, and stays)
+        if not (k == "description" and isinstance(v, str))
+        and not (k.startswith("x-kubernetes-") and not isinstance(v, dict))
     }
 
 

@@ -39,7 +39,7 @@ def test_pint_reports_the_same_broken_rule(validators: Path, need: Callable[...,
     assert [(f.pointer, f.message.splitlines()[0]) for f in linted] == [
         (
             "/spec/groups/0/rules/1",
-            "PromQL syntax error (promql/syntax); lines 8-9 of the rules file",
+            "PromQL syntax error (promql/syntax); line 8 of the rules file",
         )
     ]
     assert "PromQL documentation" in linted[0].message  # pint's own explanation, kept whole

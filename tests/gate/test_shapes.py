@@ -28,18 +28,23 @@ spec:
 """
 
 
-def test_a_shape_leaves_out_descriptions_only() -> None:
+def test_a_shape_leaves_out_descriptions_and_api_server_annotations_only() -> None:
     schema = {
         "description": "a ConfigMap",
         "properties": {
             "description": {"type": "string", "description": "a field named description"},
             "mode": {"enum": [{"description": "kept: data, not a schema"}]},
+            "ports": {"type": "array", "x-kubernetes-list-type": "atomic"},
+            "x-kubernetes-field": {"type": "string"},  # a property of that name stays
         },
+        "x-kubernetes-list-map-keys": ["uid"],
     }
     assert shapes._shape(schema) == {
         "properties": {
             "description": {"type": "string"},
             "mode": {"enum": [{"description": "kept: data, not a schema"}]},
+            "ports": {"type": "array"},
+            "x-kubernetes-field": {"type": "string"},
         }
     }
 
