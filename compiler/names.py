@@ -15,6 +15,8 @@ TIER_LABEL = "standbyc.dev/tier"  # on weight-sync Jobs and pods, with the tier
 STORE_LABEL = "standbyc.dev/weight-store"  # on the in-cluster store's pods, with the spec's name
 # What weight-sync Jobs push to the Pushgateway, and what the alerts select.
 WEIGHTS_METRIC = "standbyc_weights_generation"
+# What the spec wants them to hold (spec.model.generation), recorded in the rule group.
+WEIGHTS_WANTED = "standbyc:weights_generation:wanted"
 SYNC_JOB = "standbyc-weight-sync"
 # The namespace generated tests (promtool, kyverno) put objects in that must never match.
 TEST_OTHER_NAMESPACE = "standbyc-test-other"

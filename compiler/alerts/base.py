@@ -79,6 +79,23 @@ class Timeline:
 
 
 @dataclass(frozen=True)
+class Record:
+    """A recording rule an alert reads, in the alert's group before it. It carries what the
+    spec decides (a number), so that the alert's rule does not: the alert's tests feed the
+    recorded series, stay the same for every spec that differs only in that number, and
+    run once for all of them; the record's own test checks what it records."""
+
+    record: str
+    expr: str
+    labels: dict[str, str]
+    value: float  # what it records, at any evaluation
+
+    @property
+    def series(self) -> str:
+        return self.record + selector(self.labels)
+
+
+@dataclass(frozen=True)
 class Alert:
     name: str
     expr: str
@@ -87,6 +104,7 @@ class Alert:
     annotations: dict[str, str]
     cases: list[Case] = field(default_factory=list)
     keep_firing_ms: int = 0  # keep_firing_for; 0: not emitted
+    records: tuple[Record, ...] = ()  # what the alert reads, recorded in its group
 
 
 def selector(matchers: dict[str, str], regex: dict[str, str] | None = None) -> str:

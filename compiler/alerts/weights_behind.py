@@ -1,12 +1,28 @@
-"""StandbyWeightsBehind: a tier reports an older weights generation."""
+"""StandbyWeightsBehind: a tier reports an older weights generation than the spec wants.
+
+The wanted generation (``spec.model.generation``) is recorded in the rule group
+(``standbyc:weights_generation:wanted``) and the alert compares with that series, so the
+alert's rule, and its tests, do not change from one generation to the next: the gate runs
+them once for every spec that differs only in names and generation, and the record's own
+test checks that it records the spec's generation.
+"""
 
 from __future__ import annotations
 
 from compiler import names, units
-from compiler.alerts.base import OTHER_NAMESPACE, OTHER_TIER, Alert, Context, selector
+from compiler.alerts.base import (
+    OTHER_NAMESPACE,
+    OTHER_TIER,
+    Alert,
+    Context,
+    Record,
+    Series,
+    selector,
+)
 
 KEY = "weightsBehind"  # its settings in the spec: alerts.weightsBehind
 RATE = False
+WANTED = 7  # the generation the alert's tests want (any will do: the record is tested apart)
 
 
 def build(ctx: Context) -> Alert | None:
@@ -15,16 +31,20 @@ def build(ctx: Context) -> Alert | None:
         return None
     sync_tiers, pushed = reported
     cfg = ctx.plan.alerts.weights_behind
+    spec = {"namespace": ctx.ns, "standbyc_spec": ctx.plan.name}
     generation = ctx.plan.generation
+    record = Record(names.WEIGHTS_WANTED, f"vector({generation})", spec, generation)
     sel = selector(pushed, {"tier": "|".join(sync_tiers)})
     alert = Alert(
         name="StandbyWeightsBehind",
         expr=(
-            f"# generation {generation} is spec.model.generation; the weight-sync Jobs "
-            "push what each tier holds\n"
-            f"max by (namespace, standbyc_spec, tier) (\n"
+            f"# {names.WEIGHTS_WANTED} is spec.model.generation; the weight-sync Jobs push "
+            "what each tier holds\n"
+            "max by (namespace, standbyc_spec, tier) (\n"
             f"  {names.WEIGHTS_METRIC}{sel}\n"
-            f") < {generation}\n"
+            ")\n"
+            "< on (namespace, standbyc_spec) group_left ()\n"
+            f"  {record.series}\n"
         ),
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
@@ -33,36 +53,58 @@ def build(ctx: Context) -> Alert | None:
             f"Tier {{{{ $labels.tier }}}} of {ctx.plan.name} holds an older model",
             "The {{ $labels.tier }} standbys of "
             f"{{{{ $labels.namespace }}}}/{ctx.plan.name} have held weights generation "
-            f"{{{{ $value }}}}, below {generation}, for {units.prom_duration(cfg.for_)}; a "
+            f"{{{{ $value }}}}, below {_wanted()}, for {units.prom_duration(cfg.for_)}; a "
             "failover to them would serve stale weights.",
         ),
+        records=(record,),
     )
     timeline = ctx.timeline(0, cfg.for_)
     steps, tier = timeline.steps, sync_tiers[-1]
+    wanted = [
+        _wanted_series(spec, WANTED, steps),
+        # Another spec in the namespace wants a newer generation: not this spec's business.
+        _wanted_series({**spec, "standbyc_spec": "another-spec"}, WANTED + 5, steps),
+    ]
     foreign = [
-        ctx.pushed(tier, generation - 1, steps, namespace=OTHER_NAMESPACE),
-        ctx.pushed(tier, generation - 1, steps, standbyc_spec="another-spec"),
-        ctx.pushed(OTHER_TIER, generation - 1, steps),
+        ctx.pushed(tier, WANTED - 1, steps, namespace=OTHER_NAMESPACE),
+        ctx.pushed(tier, WANTED - 1, steps, standbyc_spec="another-spec"),
+        ctx.pushed(OTHER_TIER, WANTED - 1, steps),
     ]
     behind = {"namespace": ctx.ns, "tier": tier}
     firing = ctx.expected(alert, behind)
-    firing["exp_annotations"]["description"] = firing["exp_annotations"]["description"].replace(
-        "{{ $value }}", str(generation - 1)
+    firing["exp_annotations"]["description"] = (
+        firing["exp_annotations"]["description"]
+        .replace("{{ $value }}", str(WANTED - 1))
+        .replace(_wanted(), str(WANTED))
     )
-    current = [ctx.pushed(t, generation, steps) for t in sync_tiers if t != tier]
+    current = [ctx.pushed(t, WANTED, steps) for t in sync_tiers if t != tier]
     alert.cases.extend(
         ctx.fires_then_silent(
             alert,
             timeline,
             (
                 "StandbyWeightsBehind fires for a tier one generation behind",
-                [ctx.pushed(tier, generation - 1, steps), *current, *foreign],
+                [ctx.pushed(tier, WANTED - 1, steps), *current, *foreign, *wanted],
                 [firing],
             ),
             (
                 "StandbyWeightsBehind stays silent when every tier is current",
-                [ctx.pushed(tier, generation, steps), *current, *foreign],
+                [ctx.pushed(tier, WANTED, steps), *current, *foreign, *wanted],
             ),
         )
     )
     return alert
+
+
+def _wanted() -> str:
+    """An annotation fragment: the generation recorded for the alert's spec."""
+    query = f"{names.WEIGHTS_WANTED}{{namespace=%q, standbyc_spec=%q}}"
+    return (
+        f'{{{{ with printf "{query}" $labels.namespace $labels.standbyc_spec | query }}}}'
+        "{{ . | first | value }}{{ end }}"
+    )
+
+
+def _wanted_series(labels: dict[str, str], generation: int, steps: int) -> Series:
+    """The recorded series, as the alert's tests feed it (they do not load the record)."""
+    return Series(names.WEIGHTS_WANTED + selector(labels), f"{generation}x{steps}")

@@ -118,6 +118,6 @@ def test_a_deployed_rule_without_a_tested_copy_is_an_error(
     report = run_gate(tree, schema_dir=validators, display_root="out")
     assert [f.render() for f in report.errors] == [
         "out/inference-system/inference-engine/prometheusrule-inference-engine-failover.yaml: "
-        "PrometheusRule/inference-engine-failover: /spec/groups/0/rules/5: no copy under tests/ "
+        "PrometheusRule/inference-engine-failover: /spec/groups/0/rules/6: no copy under tests/ "
         "holds 'StandbyWeightsBehind': no unit test covers it (recompile)"
     ]

@@ -26,17 +26,26 @@ def _labels(series: str) -> dict[str, str]:
     return dict(re.findall(r'(\w+)="([^"]*)"', series))
 
 
-def _expand(text: str, labels: dict[str, str], value: float) -> str:
+# An annotation's query of what the rule group records: the spec's generation.
+QUERIED = re.compile(r'\{\{ with printf ".*?"( \$labels\.\w+)+ \| query \}\}.*?\{\{ end \}\}')
+
+
+def _expand(text: str, labels: dict[str, str], value: float, recorded: float | None) -> str:
     for key, val in labels.items():
         text = text.replace("{{ $labels." + key + " }}", val)
+    if recorded is not None:
+        text = QUERIED.sub(f"{recorded:g}", text)
     return text.replace("{{ $value }}", f"{value:g}")
 
 
-def _expected(rule: dict[str, Any], labels: dict[str, str], value: float) -> dict[str, Any]:
+def _expected(
+    rule: dict[str, Any], labels: dict[str, str], value: float, recorded: float | None = None
+) -> dict[str, Any]:
     full = {**labels, **rule["labels"]}
+    annotations = rule["annotations"]
     return {
         "exp_labels": full,
-        "exp_annotations": {k: _expand(v, full, value) for k, v in rule["annotations"].items()},
+        "exp_annotations": {k: _expand(v, full, value, recorded) for k, v in annotations.items()},
     }
 
 
@@ -108,11 +117,11 @@ def test_pushed_series_drive_the_compiled_alerts(
     rule_obj = yaml.safe_load(
         (compiled / SPEC_DIR / "prometheusrule-inference-engine-failover.yaml").read_text()
     )
-    rules = {r["alert"]: r for r in rule_obj["spec"]["groups"][0]["rules"]}
+    rules = {r.get("alert", r.get("record")): r for r in rule_obj["spec"]["groups"][0]["rules"]}
     behind, unreported = rules["StandbyWeightsBehind"], rules["StandbyWeightsUnreported"]
     expect = {
         "StandbyWeightsBehind": [
-            _expected(behind, {"namespace": "inference-system", "tier": "warm"}, 41)
+            _expected(behind, {"namespace": "inference-system", "tier": "warm"}, 41, 42)
         ],
         "StandbyWeightsUnreported": [_expected(unreported, {**common, "tier": "cold"}, 1)],
     }
