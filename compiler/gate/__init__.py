@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from compiler import tools, yamlio
-from compiler.gate import kyverno, pint, promtool, schemas, shapes
+from compiler.gate import kubeconform, kyverno, pint, promtool, schemas, shapes
 from compiler.gate.memo import GateMemo
 from compiler.gate.report import FileResult, Finding, Report, VersionResult
 from compiler.gate.schemas import SchemasMissing, default_schema_dir
@@ -384,7 +384,8 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         # kubeconform and the unit tests need nothing from us: start them first, and read
         # the PrometheusRules while they run.
         # A manifest whose schema has the shape it had at an earlier version takes that
-        # version's result (compiler.gate.shapes).
+        # version's result, and one whose schema only extends it takes its pass
+        # (compiler.gate.shapes).
         owned = shapes.owners(sd, versions, manifests, memo.read)
         kube_runs = [
             pool.submit(
@@ -407,7 +408,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         rules = memo.split(sources, lambda src: memo.rules_key(src.groups))
         checked = pool.submit(_check_then_lint, rules.todo, tmp, have_pint)
         ran_versions = dict(zip(versions, [wait(f) for f in kube_runs], strict=False))
-        kube_results = shapes.mirror(ran_versions, owned, display, memo.documents)
+        kube_results = _kube_results(setup, owned, ran_versions)
         check_ran, pint_outcome = wait(checked)
         test_ran = promtool.merge([wait(f) for f in tested])
         policy_ran = wait(policies)
@@ -454,6 +455,27 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         tools_cpu_seconds=_children_cpu() - children_started,
         wall_seconds=time.perf_counter() - started,
     )
+
+
+def _kube_results(
+    setup: _Setup, owned: shapes.Owners, ran: dict[str, kubeconform.Run]
+) -> list[kubeconform.Run]:
+    """Each version's kubeconform result, with what it takes from earlier versions. What
+    failed where it was validated is validated again where the schema only extends that
+    version's: it may use a field the later version added."""
+    failed = {(v, f.file) for v, run in ran.items() for f in run.findings}
+    again = {
+        pair for pair, base in owned.extended.items() if (base, setup.display(pair[0])) in failed
+    }
+    for version in setup.versions:
+        if redo := [m for m, v in sorted(again) if v == version]:
+            more = setup.memo.kubeconform_run(
+                setup.sd, version, redo, display=setup.display, display_root=setup.shown_root,
+                workers=os.cpu_count() or 1,
+            )  # fmt: skip
+            ran[version] = kubeconform.combine(ran[version], more)
+    passed = {pair: base for pair, base in owned.extended.items() if pair not in again}
+    return shapes.mirror(ran, {**owned.same, **passed}, setup.display, setup.memo.documents)
 
 
 def _batches(items: Sequence[str], most: int, *, min_size: int) -> list[list[str]]:

@@ -70,6 +70,14 @@ def run(
     return Run(vr, tuple(findings), result.seconds)
 
 
+def combine(first: Run, second: Run) -> Run:
+    """One version's run over two disjoint sets of files."""
+    a, b = first.version, second.version
+    counts = VersionResult(a.kube_version, a.valid + b.valid, a.invalid + b.invalid,
+                           a.errors + b.errors, a.skipped + b.skipped)  # fmt: skip
+    return Run(counts, first.findings + second.findings, first.seconds + second.seconds)
+
+
 def parse_resource(res: dict[str, Any], *, display_root: str, kube_version: str) -> list[Finding]:
     status = res.get("status")
     if status in ("statusValid", "statusEmpty"):

@@ -6,8 +6,15 @@ and a description takes no part in validation. A manifest whose schema at a late
 has the same *shape* (the schema without its descriptions, and without the
 ``x-kubernetes-*`` annotations the API server reads, such as ``x-kubernetes-list-type``:
 they are no JSON Schema keywords, and kubeconform's validator ignores them) as at an earlier
-one gets that earlier version's result: same document, same schema, same verdict. Only a kind whose
-schema really changed (a Deployment's PodSpec grows each release) is validated again.
+one gets that earlier version's result: same document, same schema, same verdict.
+
+Most other changes only add fields (a Job's PodSpec grows each release): a later schema
+that *extends* an earlier one, the same but for properties added to objects that forbid
+unknown ones (as the strict schemas' objects do) and new definitions, accepts every
+document the earlier one accepts. A manifest that passed at the earlier version passes at
+the later one, and takes that pass; one that failed is validated at the later version too
+(it may use a field that version added). Only a schema that changed otherwise (a removed
+field, a new required one) is validated again for everything.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +49,20 @@ def schema_file(sd: SchemaDir, version: str, api_version: str, kind: str) -> Pat
 
 
 @functools.cache
+def _loaded(path: Path, stamp: tuple[int, int]) -> Any:
+    """The schema at ``path`` without its descriptions (``stamp``: its size and
+    modification time, so a rebuilt schema is read again)."""
+    return _shape(json.loads(path.read_bytes()))
+
+
+@functools.cache
 def shape(path: Path, stamp: tuple[int, int]) -> str:
-    """The digest of the schema at ``path`` without its descriptions (``stamp``: its size
-    and modification time, so a rebuilt schema is read again), remembered in the cache."""
+    """The digest of ``_loaded(path, stamp)``, remembered in the cache."""
     store = cache.Store("gate")
     k = cache.key("schema-shape", str(path), *(str(n) for n in stamp))
     if (seen := store.get(k)) is not None:
         return seen.decode()
-    data = json.loads(path.read_bytes())
-    text = json.dumps(_shape(data), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(_loaded(path, stamp), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode()).hexdigest()
     store.put(k, digest.encode())
     return digest
@@ -69,14 +82,27 @@ def _shape(node: Any) -> Any:
     }
 
 
+@dataclass(frozen=True)
+class Owners:
+    """Which (manifest, version) pairs take another version's result instead of a run."""
+
+    # -> the earlier version whose schema has the same shape: its verdict, pass or fail
+    same: dict[tuple[str, str], str] = field(default_factory=dict)
+    # -> the earlier version whose schema this one extends: its pass (a failure runs again)
+    extended: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def __contains__(self, pair: tuple[str, str]) -> bool:
+        return pair in self.same or pair in self.extended
+
+
 def owners(
     sd: SchemaDir, versions: Sequence[str], manifests: Sequence[str], read: Callable[[str], bytes]
-) -> dict[tuple[str, str], str]:
-    """(manifest, version) -> the earlier version whose result it takes, for every pair
-    whose schema has the shape it had there. A manifest of several documents, or without
-    a schema, is validated at every version."""
-    out: dict[tuple[str, str], str] = {}
-    by_kind: dict[tuple[str, str], dict[str, str] | None] = {}  # -> version -> first version
+) -> Owners:
+    """Every pair whose schema at that version has the shape it had at an earlier one, or
+    extends the schema of an earlier one that is validated. A manifest of several
+    documents, or without a schema, is validated at every version."""
+    out = Owners()
+    by_kind: dict[tuple[str, str], dict[str, tuple[str, str]] | None] = {}
     for rel in manifests:
         data = read(rel)
         found = _TOP.findall(data)
@@ -86,26 +112,77 @@ def owners(
         kind = (head["apiVersion"], head["kind"])
         if kind not in by_kind:
             by_kind[kind] = _firsts(sd, versions, *kind)
-        for v, first in (by_kind[kind] or {}).items():
-            if first != v:
-                out[(rel, v)] = first
+        for v, (how, first) in (by_kind[kind] or {}).items():
+            if how == "same" and first != v:
+                out.same[(rel, v)] = first
+            elif how == "extends":
+                out.extended[(rel, v)] = first
     return out
 
 
 def _firsts(
     sd: SchemaDir, versions: Sequence[str], api_version: str, kind: str
-) -> dict[str, str] | None:
-    """Version -> the first version whose schema for this kind has the same shape; None
-    when a version has no schema for it (kubeconform reports that at each)."""
+) -> dict[str, tuple[str, str]] | None:
+    """Version -> ("same", the first version whose schema for this kind has the same
+    shape) or ("extends", the validated version whose schema it extends); None when a
+    version has no schema for it (kubeconform reports that at each)."""
     seen: dict[str, str] = {}  # shape -> the first version with it
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
+    base: tuple[str, Path, tuple[int, int]] | None = None  # the last version validated
     for v in versions:
         path = schema_file(sd, v, api_version, kind)
         if path is None:
             return None
         st = path.stat()
-        out[v] = seen.setdefault(shape(path, (st.st_size, st.st_mtime_ns)), v)
+        stamp = (st.st_size, st.st_mtime_ns)
+        digest = shape(path, stamp)
+        if digest in seen:
+            out[v] = ("same", seen[digest])
+            continue
+        seen[digest] = v
+        if base is not None and extends(_loaded(*base[1:]), _loaded(path, stamp)):
+            out[v] = ("extends", base[0])
+        else:
+            out[v], base = ("same", v), (v, path, stamp)
     return out
+
+
+# Where a later schema may hold more than an earlier one and still accept all it accepted.
+_SUBSCHEMAS = ("items", "additionalProperties")  # (when they are schemas, not booleans)
+_EACH = ("allOf", "anyOf")  # all of / any of: a branch that accepts more cannot reject
+
+
+def extends(old: Any, new: Any) -> bool:
+    """Whether schema ``new`` accepts every document ``old`` accepts because it is ``old``
+    with properties added where ``old`` allows no others (``additionalProperties: false``)
+    and with definitions added (or removed where ``new`` no longer refers to them).
+    Anything else (a type, ``required``, an enum, a reference, ``oneOf``, ``not``) must
+    be equal."""
+    if type(old) is not type(new):
+        return False
+    if not isinstance(old, dict):
+        return bool(old == new)
+    if set(old) != set(new):
+        return False
+    return all(_field_extends(key, old, new) for key in old)
+
+
+def _field_extends(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    was, now = old[key], new[key]
+    if key in ("properties", "$defs") and isinstance(was, dict) and isinstance(now, dict):
+        gone, added = was.keys() - now.keys(), now.keys() - was.keys()
+        if key == "properties" and (
+            gone or (added and old.get("additionalProperties") is not False)
+        ):
+            return False  # a removed field, or one a document valid before may hold with any value
+        if key == "$defs" and any(f'"#/$defs/{name}"' in json.dumps(new) for name in gone):
+            return False
+        return all(extends(was[name], now[name]) for name in was.keys() & now.keys())
+    if key in _SUBSCHEMAS and isinstance(was, dict):
+        return extends(was, now)
+    if key in _EACH and isinstance(was, list) and isinstance(now, list):
+        return len(was) == len(now) and all(map(extends, was, now))
+    return bool(was == now)
 
 
 def mirror(

@@ -72,8 +72,48 @@ def test_a_schema_that_never_changed_is_validated_once(
     rule = "inference-system/seed/prometheusrule-seed-egress.yaml"
     deployment = "inference-system/seed/deployment-llm-hot.yaml"
     assert rule in spied[first] and not any(rule in spied.get(v, []) for v in later)
-    assert all(deployment in spied[v] for v in DEFAULT_KUBE_VERSIONS)  # PodSpec grows
+    # PodSpec grows each release: only 1.31, which removed a field, is validated again.
+    assert [v for v in DEFAULT_KUBE_VERSIONS if deployment in spied.get(v, [])] == [first, "1.31"]
     assert all(v.valid == 11 for v in report.versions)
+
+
+def test_a_field_a_later_version_adds_is_validated_there(
+    tmp_path: Path, validators: Path, spied: dict[str, list[str]]
+) -> None:
+    """1.32-1.34 only add fields to a Deployment's schema: a pass at 1.31 stands for them,
+    but a failure there is validated again at each (hostnameOverride arrived in 1.34)."""
+    root = tmp_path / "out"
+    shutil.copytree(FIXTURES / "good", root)
+    path = root / "inference-system/seed/deployment-llm-hot.yaml"
+    text = path.read_text()
+    assert "      serviceAccountName: seed-standby\n" in text
+    account = "      serviceAccountName: seed-standby\n"
+    path.write_text(text.replace(account, account + "      hostnameOverride: llm\n"))
+    report = run_gate(root, schema_dir=validators, display_root="out")
+    (finding,) = report.errors
+    assert finding.pointer == "/spec/template/spec/hostnameOverride"
+    assert finding.kube_versions == ("1.29", "1.30", "1.31", "1.32", "1.33")
+    assert [v.invalid for v in report.versions] == [1, 1, 1, 1, 1, 0]
+    rel = "inference-system/seed/deployment-llm-hot.yaml"  # failed each time: run at each
+    assert all(rel in spied[v] for v in DEFAULT_KUBE_VERSIONS)
+
+
+def test_extends_adds_only_where_nothing_else_is_allowed() -> None:
+    closed = {"type": "object", "properties": {"a": {"type": "string"}},
+              "additionalProperties": False, "required": ["a"]}  # fmt: skip
+    more = {**closed, "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}
+    assert shapes.extends(closed, more)
+    assert not shapes.extends(more, closed)  # a removed field
+    opened = {k: v for k, v in closed.items() if k != "additionalProperties"}
+    assert not shapes.extends(opened, {**opened, "properties": more["properties"]})
+    assert not shapes.extends(closed, {**more, "required": ["a", "b"]})
+    assert not shapes.extends(closed, {**closed, "properties": {"a": {"type": "integer"}}})
+    assert shapes.extends({"$defs": {"x": closed}}, {"$defs": {"x": more, "y": {}}})
+    ref = {"$ref": "#/$defs/x"}
+    assert not shapes.extends({"$defs": {"x": closed}, "items": ref}, {"$defs": {}, "items": ref})
+    assert shapes.extends({"anyOf": [closed]}, {"anyOf": [more]})
+    assert not shapes.extends({"oneOf": [closed]}, {"oneOf": [more]})  # two may match now
+    assert not shapes.extends({"not": closed}, {"not": more})
 
 
 def test_a_field_only_later_versions_know_fails_only_before_them(
