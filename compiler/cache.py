@@ -6,7 +6,8 @@ Keys are SHA-256 over everything the result depends on, so a stale entry is neve
 found, only unused. Only successes are stored (a failure is recomputed, so its full report
 is shown again). Entries live in one SQLite file (``cache.sqlite3``; write-ahead log, so
 concurrent standbyc processes read and write it safely, and a crash loses at most the last
-entries, never the file), and are read as plain bytes or JSON, never as code.
+entries, never the file; entries of a kilobyte or more are zlib-compressed), and are read
+as plain bytes or JSON, never as code.
 A cold run of many specs stores thousands of passes: one file per entry cost more than
 half a millisecond each, a row costs some tens of microseconds. ``STANDBYC_CACHE=off``
 turns the cache off; ``STANDBYC_CACHE_DIR`` moves it (default
@@ -21,6 +22,7 @@ import json
 import os
 import sqlite3
 import threading
+import zlib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entries "
     "(area TEXT NOT NULL, k TEXT NOT NULL, v BLOB NOT NULL, PRIMARY KEY (area, k)) WITHOUT ROWID"
 )
+_RAW, _ZLIB = b"=", b"z"  # an entry's first byte: stored as is, or zlib-compressed
+_COMPRESS_FROM = 1024
 _local = threading.local()  # this thread's connections: (pid, directory) -> connection
 
 
@@ -149,7 +153,17 @@ class Store:
 
     def get(self, k: str) -> bytes | None:
         row = self._row("v", k)
-        return None if row is None else bytes(row[0])
+        if row is None:
+            return None
+        stored = bytes(row[0])
+        if stored[:1] == _RAW:
+            return stored[1:]
+        if stored[:1] == _ZLIB:
+            try:
+                return zlib.decompress(stored[1:])
+            except zlib.error:  # damaged: a miss
+                return None
+        return None  # not an entry this code wrote
 
     def has(self, k: str) -> bool:
         return self._row("1", k) is not None
@@ -168,10 +182,13 @@ class Store:
         conn = _connection(self.dir) if self.dir is not None else None
         if conn is None:
             return
+        # A rendering is some hundred kilobytes of YAML and JSON: compressed, a cold run
+        # writes (and the staging step's syncfs flushes) a fourteenth of it.
+        stored = _ZLIB + zlib.compress(data, 1) if len(data) >= _COMPRESS_FROM else _RAW + data
         with contextlib.suppress(sqlite3.Error):  # locked too long, or the disk is full
             conn.execute(
                 "INSERT OR REPLACE INTO entries (area, k, v) VALUES (?, ?, ?)",
-                (self.area, k, data),
+                (self.area, k, stored),
             )
 
     def put_json(self, k: str, value: Any) -> None:
