@@ -17,6 +17,7 @@ import os
 import shutil
 import stat
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,7 +146,8 @@ def _carry(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> Path:
+def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> tuple[Path, list[Path]]:
+    """The staged tree, and the files written into it (not yet flushed to disk)."""
     staging = _sibling(out, "new")
     staging.mkdir()
     theirs = [*contents.foreign, *contents.links, *contents.fifos]
@@ -175,8 +177,7 @@ def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> Path:
         with target.open("w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
         written.append(target)
-    sync_files(written, staging)  # durable before the swap makes them out/
-    return staging
+    return staging, written
 
 
 def check_target(out: Path, sources: list[Path]) -> Path:
@@ -239,10 +240,15 @@ def _replace_locked(
         if validate is not None:
             validate(out)
         return False
-    staging = _stage(out, contents, desired)
+    staging, written = _stage(out, contents, desired)
     try:
-        if validate is not None:
-            validate(staging)
+        # Written files are durable before the swap makes them out/; the flush (I/O) runs
+        # while the gate validates the staged tree (CPU), not before it.
+        with ThreadPoolExecutor(max_workers=1) as flusher:
+            flushed = flusher.submit(sync_files, written, staging)
+            if validate is not None:
+                validate(staging)  # if it raises, leaving the block still waits for the flush
+            flushed.result()
         if out.exists():
             if not exchange(staging, out):
                 raise UsageError(f"{out}: cannot swap directories atomically on this system")

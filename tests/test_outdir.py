@@ -205,6 +205,31 @@ def test_many_written_files_are_made_durable_by_one_syncfs(
     assert fsynced == files[:2]
 
 
+def test_the_swap_waits_for_the_flush_and_a_failed_flush_swaps_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The staged files are flushed while the gate validates them; the swap comes only
+    after both, and never when the flush failed."""
+    out = tmp_path / "out"
+    header = "# standbyc: generated — do not edit. Source: specs/x.yaml\n"
+    assert outdir.replace(out, lambda _: {"a.yaml": header + "a: 1\n"})
+    before = tree(out)
+    order: list[str] = []
+
+    def flush(paths: list[Path], directory: Path) -> None:
+        order.append("flush")
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(outdir, "sync_files", flush)
+    with pytest.raises(OSError, match="Input/output error"):
+        outdir.replace(
+            out, lambda _: {"a.yaml": header + "a: 2\n"}, validate=lambda _: order.append("gate")
+        )
+    assert sorted(order) == ["flush", "gate"]
+    assert tree(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staged tree left
+
+
 def test_the_shipped_crd_stays_while_a_kept_spec_needs_it(workdir: Path) -> None:
     """Compiling one spec that emits no CiliumEgressQoS keeps the CRD for the other
     spec's (read from its kept file); once no spec emits one, the CRD goes."""
