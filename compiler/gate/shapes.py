@@ -140,11 +140,24 @@ def _firsts(
             out[v] = ("same", seen[digest])
             continue
         seen[digest] = v
-        if base is not None and extends(_loaded(*base[1:]), _loaded(path, stamp)):
+        if base is not None and _extends_at(base[1], base[2], path, stamp):
             out[v] = ("extends", base[0])
         else:
             out[v], base = ("same", v), (v, path, stamp)
     return out
+
+
+@functools.cache
+def _extends_at(old: Path, old_stamp: tuple[int, int], new: Path, stamp: tuple[int, int]) -> bool:
+    """``extends`` of the two schema files, remembered in the cache (reading and shaping
+    two PodSpec schemas costs more than the rest of a warm gate run)."""
+    store = cache.Store("gate")
+    k = cache.key("schema-extends", str(old), *map(str, old_stamp), str(new), *map(str, stamp))
+    if (seen := store.get(k)) is not None:
+        return seen == b"1"
+    verdict = extends(_loaded(old, old_stamp), _loaded(new, stamp))
+    store.put(k, b"1" if verdict else b"0")
+    return verdict
 
 
 # Where a later schema may hold more than an earlier one and still accept all it accepted.
