@@ -112,6 +112,8 @@ def _open(directory: Path) -> sqlite3.Connection | None:
             conn.execute("PRAGMA synchronous=NORMAL")  # no fsync per entry; WAL stays whole
             conn.execute(_SCHEMA)
             return conn
+        except sqlite3.OperationalError:  # locked too long, read-only, no space: no cache now
+            break
         except sqlite3.DatabaseError:
             if attempt == 0 and path.is_file():  # not a database (damaged): start a new one
                 _set_aside(path)
@@ -183,7 +185,7 @@ class Store:
         if conn is None:
             return
         # A rendering is some hundred kilobytes of YAML and JSON: compressed, a cold run
-        # writes (and the staging step's syncfs flushes) a fourteenth of it.
+        # writes (and the staging step's syncfs flushes) about a twelfth of it.
         stored = _ZLIB + zlib.compress(data, 1) if len(data) >= _COMPRESS_FROM else _RAW + data
         with contextlib.suppress(sqlite3.Error):  # locked too long, or the disk is full
             conn.execute(

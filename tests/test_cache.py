@@ -117,6 +117,22 @@ def test_a_cache_file_that_is_not_a_database_is_set_aside(workdir: Path, cache_d
         assert fresh.execute("SELECT count(*) FROM entries").fetchone()[0] > 0
 
 
+def test_a_locked_cache_is_not_set_aside(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a file that is not a database is set aside; one that is locked by another
+    standbyc for longer than the timeout is used by none of this process' lookups."""
+    db = cache_dir / cache.DB_NAME
+    cache_dir.mkdir(parents=True)
+    with sqlite3.connect(db) as healthy:
+        healthy.execute("CREATE TABLE t (x)")
+
+    def locked(*args: object, **kwargs: object) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(cache.sqlite3, "connect", locked)
+    assert cache._open(cache_dir) is None
+    assert db.is_file() and not db.with_name(db.name + ".damaged").exists()
+
+
 NO_NAMESPACE = "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata:\n  name: extra\n"
 
 
