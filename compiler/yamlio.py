@@ -257,13 +257,10 @@ def read_back(text: str) -> list[Any]:  # noqa: PLR0912 -- one loop, run per eve
             kind = type(event)
             if kind is _SCALAR:
                 value = event.value
-                if event.tag is not None or (
-                    event.implicit[0] and (_TAGS.get(value) or _resolved(value)) != _STR
-                ):
+                if event.tag is not None or (event.implicit[0] and _plain_tag(value) != _STR):
                     value = _typed(event)  # else quoted, a block scalar or a plain string
             elif kind is _MAPPING_START or kind is _SEQUENCE_START:
-                if event.tag not in (None, "!"):
-                    raise ValueError(f"explicit tag {event.tag}")
+                _untagged(event)
                 stack.append({} if kind is _MAPPING_START else [])
                 keys.append(_NO_KEY)
                 continue
@@ -301,25 +298,26 @@ _PLAIN_TYPES = frozenset(
 )
 
 
-_TAGS: dict[str, str] = {}  # plain scalar -> its tag (most plain values repeat)
 _RESOLVE: Callable[[type, str, tuple[bool, bool]], Any] = pyyaml.resolver.Resolver().resolve
 
 
-def _resolved(value: str) -> str:
-    """The tag PyYAML's resolver gives an untagged plain scalar."""
-    tag = str(_RESOLVE(pyyaml.ScalarNode, value, (True, False)))
-    if len(_TAGS) < 1 << 16:
-        _TAGS[value] = tag
-    return tag
+@functools.lru_cache(maxsize=1 << 16)
+def _plain_tag(value: str) -> str:
+    """The tag PyYAML's resolver gives an untagged plain scalar (most values repeat)."""
+    return str(_RESOLVE(pyyaml.ScalarNode, value, (True, False)))
+
+
+def _untagged(event: Any) -> None:
+    if event.tag not in (None, "!"):
+        raise ValueError(f"explicit tag {event.tag}")
 
 
 def _typed(event: Any) -> Any:
     """A scalar with a tag, or a plain one that does not read as a string."""
-    if event.tag not in (None, "!"):
-        raise ValueError(f"explicit tag {event.tag}")
+    _untagged(event)
     if not event.implicit[0]:
         return event.value  # "! value": the non-specific tag, a string
-    tag = _TAGS.get(event.value) or _resolved(event.value)
+    tag = _plain_tag(event.value)
     if tag not in _PLAIN_TYPES:
         raise ValueError(f"{event.value!r} reads as {tag}")
     node = pyyaml.ScalarNode(tag, event.value, style=event.style or None)

@@ -468,7 +468,7 @@ def _kube_results(
         pair for pair, base in owned.extended.items() if (base, setup.display(pair[0])) in failed
     }
     for version in setup.versions:
-        if redo := [m for m, v in sorted(again) if v == version]:
+        if redo := sorted(m for m, v in again if v == version):
             more = setup.memo.kubeconform_run(
                 setup.sd, version, redo, display=setup.display, display_root=setup.shown_root,
                 workers=os.cpu_count() or 1,

@@ -188,8 +188,10 @@ def _field_extends(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
             gone or (added and old.get("additionalProperties") is not False)
         ):
             return False  # a removed field, or one a document valid before may hold with any value
-        if key == "$defs" and any(f'"#/$defs/{name}"' in json.dumps(new) for name in gone):
-            return False
+        if key == "$defs" and gone:
+            text = json.dumps(new)  # once, not once per removed definition
+            if any(f'"#/$defs/{name}"' in text for name in gone):
+                return False
         return all(extends(was[name], now[name]) for name in was.keys() & now.keys())
     if key in _SUBSCHEMAS and isinstance(was, dict):
         return extends(was, now)
