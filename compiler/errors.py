@@ -15,6 +15,7 @@ EXIT_FAILED = 1  # a check or a validation said no
 EXIT_BAD_INPUT = 2  # bad input or usage
 EXIT_INTERNAL = 3  # a bug in standbyc
 EXIT_UNREACHABLE = 4  # weights sync: the store did not answer after every retry
+EXIT_NOT_LOADED = 5  # weights sync: on disk, but some engine pods did not load it
 
 
 @dataclass(frozen=True)

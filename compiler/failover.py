@@ -4,7 +4,8 @@ spec's objective.
 A failover runs five phases one after the other: detect (health checks fail
 ``failureThreshold`` times), drain (the failed pods' requests finish), migrate
 connections (clients reconnect to the takeover tier), sync weights (only if the takeover
-tier is not current) and warm up (the engine loads weights from disk). Each phase has a
+tier is not current) and load weights (engines that reload take the new generation while
+running; others warm up: they start and load it from disk). Each phase has a
 duration, the bytes it moves and its peak bandwidth, with the formula that gives them.
 """
 
@@ -44,6 +45,8 @@ class Inputs:
     handshake_bytes: int
     drain_ms: int
     warmup_ms: int
+    takeover_reloads: bool  # the takeover tier's engines load each generation while running
+    reload_ms: int
     store_egress_bps: int
     rto_ms: int | None
 
@@ -198,16 +201,43 @@ def _phases(i: Inputs) -> list[Phase]:
             f"{_bits(i.takeover_egress_bps)} per pod",
         ),
         _weights_phase(i),
-        Phase(
-            "warm up",
-            i.warmup_ms / 1000,
+        _load_phase(i),
+    ]
+
+
+def _load_phase(i: Inputs) -> Phase:
+    """What the takeover tier's engines do before they serve: nothing, a reload of the new
+    generation into the running engine, or a start (the warm-up)."""
+    if i.takeover_reloads and i.weights != "missing":
+        if i.weights == "current":
+            return Phase("load weights", 0.0, 0, 0.0, None,
+                         f"the {i.takeover} tier's engines reloaded the current generation after "
+                         "its sync: already serving it", "no network traffic")  # fmt: skip
+        return Phase(
+            "load weights",
+            i.reload_ms / 1000,
             0,
             0.0,
             None,
-            f"failover.warmup {units.prom_duration(i.warmup_ms)} (weights from disk to memory)",
+            f"reload into the running engines: failover.reload {_s(i.reload_ms / 1000)}"
+            " (default: the model at 2 GB/s, at most failover.warmup; the weight-sync Job reports "
+            "the time measured)",
             "no network traffic",
-        ),
-    ]
+        )
+    why = (
+        "nothing on disk to reload from: the engines start"
+        if i.takeover_reloads
+        else "the engines restart to load it (reload: restart)"
+    )
+    return Phase(
+        "warm up",
+        i.warmup_ms / 1000,
+        0,
+        0.0,
+        None,
+        f"failover.warmup {units.prom_duration(i.warmup_ms)} (weights from disk to memory; {why})",
+        "no network traffic",
+    )
 
 
 def _advice(i: Inputs, phases: list[Phase], total: float) -> list[str]:
@@ -229,11 +259,15 @@ def _advice(i: Inputs, phases: list[Phase], total: float) -> list[str]:
         ))  # fmt: skip
     weights = by_name["sync weights"]
     if weights.seconds > 0:
+        # Current, engines that reload already serve the generation: no reload either.
+        reload_s = by_name["load weights"].seconds if "load weights" in by_name else 0.0
         levers.append((
-            weights.seconds,
+            weights.seconds + reload_s,
             f"keep the {i.takeover} tier current (weightSync.tiers includes it and its Job "
-            f"runs on every generation): nothing moves during a failover, {_s(weights.seconds)} "
-            "less" + (" (a delta instead of a full copy)" if i.weights == "missing" else ""),
+            "runs on every generation): nothing moves"
+            + (" and nothing reloads" if reload_s else "")
+            + f" during a failover, {_s(weights.seconds + reload_s)} less"
+            + (" (a delta instead of a full copy)" if i.weights == "missing" else ""),
         ))  # fmt: skip
     detect = by_name["detect"]
     if detect.seconds > quarter:
@@ -243,11 +277,14 @@ def _advice(i: Inputs, phases: list[Phase], total: float) -> list[str]:
             f"detect sooner: healthChecks.interval {units.prom_duration(int(interval * 1000))} "
             f"finds a failure in {_s(quarter)} instead of {_s(detect.seconds)}",
         ))  # fmt: skip
-    warm = by_name["warm up"]
-    if warm.seconds > 0 and i.takeover != "hot":
+    warm = by_name.get("warm up")
+    if warm is not None and warm.seconds > 0 and not i.takeover_reloads and i.weights != "missing":
+        instead = 0.0 if i.weights == "current" else i.reload_ms / 1000
+        what = "no" if not instead else f"a {_s(instead)} reload instead of the"
         levers.append((
-            warm.seconds,
-            f"fail over to the hot tier (weights already loaded): no {_s(warm.seconds)} warm-up",
+            warm.seconds - instead,
+            f"let the {i.takeover} tier's engines load each generation while they run "
+            f"(engine.reload.api sglang, vllm or triton): {what} {_s(warm.seconds)} warm-up",
         ))  # fmt: skip
     if not levers:
         return [f"shorten the longest phase, {max(phases, key=lambda p: p.seconds).name}"]

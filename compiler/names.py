@@ -15,6 +15,9 @@ TIER_LABEL = "standbyc.dev/tier"  # on weight-sync Jobs and pods, with the tier
 STORE_LABEL = "standbyc.dev/weight-store"  # on the in-cluster store's pods, with the spec's name
 # What weight-sync Jobs push to the Pushgateway, and what the alerts select.
 WEIGHTS_METRIC = "standbyc_weights_generation"
+# For a tier whose engines reload: the generation they confirmed, and the pods that did not.
+SERVED_METRIC = "standbyc_weights_served_generation"
+RELOAD_FAILED_METRIC = "standbyc_weights_reload_failed_pods"
 # What the spec wants them to hold (spec.model.generation), recorded in the rule group.
 WEIGHTS_WANTED = "standbyc:weights_generation:wanted"
 SYNC_JOB = "standbyc-weight-sync"
@@ -34,6 +37,12 @@ class Names:
     destination_rule: str
     weights_claim: str
 
+    spec: str  # the spec's own name, which the per-tier names start with
+
+    def engines(self, tier: str) -> str:
+        """The headless Service that resolves to every ready engine pod of one tier."""
+        return f"{self.spec}-{tier}-engines"
+
     def weight_sync(self, tier: str) -> str:
         """The weight-sync Job (or CronJob) of one tier; ``""`` gives the common prefix."""
         return f"{self.weight_sync_account}-{tier}"
@@ -52,6 +61,7 @@ def of(spec: StandbySpec) -> Names:
         weight_store=f"{name}-weight-store",
         destination_rule=f"{name}-connection-pool",
         weights_claim=spec.spec.weight_sync.claim_name or f"{name}-weights",
+        spec=name,
     )
 
 

@@ -6,6 +6,7 @@ of each section are looked up here, never re-derived from the spec.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import PurePosixPath
@@ -27,6 +28,20 @@ from compiler.spec import (
 
 
 @dataclass(frozen=True)
+class ReloadPlan:
+    """How the weight-sync Job asks a tier's running engines to load a new generation."""
+
+    api: str  # sglang | vllm | triton
+    port: int
+    timeout_s: int
+    model: str  # triton: the model's name in its repository
+    service: str  # the headless Service whose name resolves to every ready pod of the tier
+
+    def url(self, namespace: str) -> str:
+        return f"http://{self.service}.{namespace}.svc:{self.port}"
+
+
+@dataclass(frozen=True)
 class TierPlan:
     name: str
     replicas: int
@@ -37,6 +52,7 @@ class TierPlan:
     sync_rate_bps: int  # weight-sync rate limit of the tier's Job
     sync_seconds_full: float  # one full copy at the sync rate
     sync_seconds_delta: float
+    reload: ReloadPlan | None  # None: the engines load a new generation when they restart
 
 
 @dataclass(frozen=True)
@@ -181,6 +197,10 @@ class Plan:
             "requires": self.requirements(),
         }
 
+    def reload_ingress_rule(self, ports: list[int]) -> str:
+        """The rule as one line of JSON (valid YAML), for the requires list and PLAN.md."""
+        return json.dumps(reload_ingress_rule(self.sync.pod_labels, ports), sort_keys=True)
+
     def requirements(self) -> list[str]:
         """What the emitted objects reference and the user must provide."""
         rule_labels = ", ".join(f"{k}={v}" for k, v in self.alerts.rule_labels.items())
@@ -196,12 +216,31 @@ class Plan:
         if not sync.tiers:
             return out
         model = PurePosixPath(self.model_path)
-        out += [
+        out.append(
             f"PersistentVolumeClaim {self.namespace}/{sync.claim}, ReadWriteMany, at least "
             f"{units.human_bytes(3 * self.model_size * len(sync.tiers))} (3 x the model per "
-            f"sync tier: the checkpoint, a download, the rebuilt one); the standby pods of "
-            f"tier T mount it with subPath T at {model.parent} and load {model}",
-        ]
+            "sync tier: the model directory, a download, the next one staged)"
+        )
+        for tier in sync.tiers:
+            how = (
+                "they load a new generation when they restart"
+                if tier.reload is None
+                else f"the weight-sync Job asks each ready pod ({tier.reload.api}, port "
+                f"{tier.reload.port}) to load it, through the headless Service "
+                f"{tier.reload.service}"
+            )
+            out.append(
+                f"tier {tier.name}: its engine pods mount {sync.claim} with subPath "
+                f"{tier.name} at {model.parent} and load the model directory {model} (every "
+                f"file as published: weights, config.json, tokenizer); {how}"
+            )
+        reloading = [t for t in sync.tiers if t.reload is not None]
+        if reloading:
+            ports = sorted({t.reload.port for t in reloading if t.reload is not None})
+            out.append(
+                "if a NetworkPolicy of yours selects the engine pods, add to it this ingress "
+                f"rule for the weight-sync Jobs: {self.reload_ingress_rule(ports)}"
+            )
         if sync.store.claim is not None:
             out.append(
                 f"PersistentVolumeClaim {self.namespace}/{sync.store.claim}, ReadWriteMany: "
@@ -218,8 +257,41 @@ class Plan:
         return out
 
 
+# What failover.reload defaults to: a sequential read of the model from the page cache or a
+# local NVMe drive into the engine, about 2 GB/s (SGLang and vLLM re-read every weight, not
+# the delta), and never more than failover.warmup: a reload is a warm-up without the start.
+# The weight-sync Job measures the real time (reload.seconds in its output).
+RELOAD_BYTES_PER_SECOND = 2 * 10**9
+
+
+def reload_ms(model_bytes: int, warmup_ms: int) -> int:
+    return max(1, min(warmup_ms, model_bytes * 1000 // RELOAD_BYTES_PER_SECOND))
+
+
+def reload_ingress_rule(labels: dict[str, str], ports: list[int]) -> dict[str, Any]:
+    """The ingress rule that admits this spec's weight-sync pods to the engines' API."""
+    return {
+        "from": [{"podSelector": {"matchLabels": dict(labels)}}],
+        "ports": [{"protocol": "TCP", "port": p} for p in ports],
+    }
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _reload(spec: StandbySpec, name: str) -> ReloadPlan | None:
+    s = spec.spec
+    cfg = getattr(s.tiers, name).reload or s.engine.reload
+    if cfg.api == "restart":
+        return None
+    return ReloadPlan(
+        api=cfg.api,
+        port=cfg.port or s.engine.ports.serving,
+        timeout_s=max(1, cfg.timeout // 1000),
+        model=cfg.model or s.model.name,
+        service=names.of(spec).engines(name),
+    )
 
 
 def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:
@@ -240,6 +312,7 @@ def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:
         sync_rate_bps=rate,
         sync_seconds_full=full,
         sync_seconds_delta=full * float(ws.expected_delta),
+        reload=_reload(spec, name),
     )
 
 
@@ -328,6 +401,8 @@ def build(spec: StandbySpec, source: str) -> Plan:
         handshake_bytes=fo.handshake,
         drain_ms=fo.drain,
         warmup_ms=fo.warmup,
+        takeover_reloads=takeover.reload is not None,
+        reload_ms=fo.reload if fo.reload is not None else reload_ms(s.model.size, fo.warmup),
         store_egress_bps=fo.store_egress or s.network.link,
         rto_ms=fo.rto,
     )

@@ -259,6 +259,34 @@ class EnginePorts(Model):
     metrics: Port | None = None
 
 
+ReloadApi = Literal["restart", "sglang", "vllm", "triton"]
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ServedModelName = Annotated[
+    str, _pattern(_MODEL_NAME, "model name"), _schema(_MODEL_NAME.pattern, 128)
+]
+
+
+class Reload(Model):
+    """How a tier's running engines take a new generation (docs/engine-reload.md)."""
+
+    api: ReloadApi = Field(
+        "restart",
+        description="restart: the engines load the new model directory when they next start "
+        "(nothing asks them). sglang (>= 0.5.6), vllm (>= 0.16.0, VLLM_SERVER_DEV_MODE=1) or "
+        "triton (>= 2.20.0, --model-control-mode=explicit): after each verified swap the "
+        "weight-sync Job asks every pod of the tier to load it, through a headless Service",
+    )
+    port: Port | None = Field(
+        None, description="the engines' HTTP API port (default engine.ports.serving)"
+    )
+    timeout: Millis = Field(
+        10 * 60_000, ge=1000, le=6 * 3600_000, description="how long one pod may take to load"
+    )
+    model: ServedModelName | None = Field(
+        None, description="triton: the model's name in its repository (default model.name)"
+    )
+
+
 class Engine(Model):
     selector: Labels = Field(
         default_factory=lambda: {"app": "inference-engine"},
@@ -267,6 +295,10 @@ class Engine(Model):
     tier_label: LabelKey = Field("tier", description="label key whose value is hot, warm or cold")
     protocol: Literal["http", "grpc"] = "http"
     ports: EnginePorts = Field(default_factory=EnginePorts)
+    reload: Reload = Field(
+        default_factory=Reload,
+        description="how the engines take a new generation; tiers.<tier>.reload overrides it",
+    )
 
 
 class Network(Model):
@@ -283,6 +315,9 @@ class Tier(Model):
         None,
         description="Cilium Network QoS class; "
         "default hot=guaranteed, warm=burstable, cold=besteffort",
+    )
+    reload: Reload | None = Field(
+        None, description="how this tier's engines take a new generation (default engine.reload)"
     )
 
 
@@ -529,6 +564,11 @@ class WeightsUnreportedAlert(DurationAlert):
     severity: Severity = "warning"
 
 
+class WeightsNotServedAlert(DurationAlert):
+    for_: Millis = Field(10 * 60_000, alias="for")
+    severity: Severity = "warning"
+
+
 class TierLabelsMissingAlert(DurationAlert):
     for_: Millis = Field(15 * 60_000, alias="for")
     severity: Severity = "warning"
@@ -551,6 +591,7 @@ class Alerts(Model):
     weight_sync_failed: WeightSyncFailedAlert = Field(default_factory=WeightSyncFailedAlert)
     weights_behind: WeightsBehindAlert = Field(default_factory=WeightsBehindAlert)
     weights_unreported: WeightsUnreportedAlert = Field(default_factory=WeightsUnreportedAlert)
+    weights_not_served: WeightsNotServedAlert = Field(default_factory=WeightsNotServedAlert)
     tier_labels_missing: TierLabelsMissingAlert = Field(default_factory=TierLabelsMissingAlert)
 
 
@@ -578,7 +619,13 @@ class Failover(Model):
     )
     handshake: Bytes = Field(4096, description="bytes to re-establish one connection (TLS)")
     warmup: Millis = Field(
-        30_000, description="time for the engine to load weights already on disk"
+        30_000, description="time for an engine to start and load weights already on disk"
+    )
+    reload: Millis | None = Field(
+        None,
+        description="time for a running engine to load a new generation from disk (a tier "
+        "whose reload is not restart). Default: model.size read at 2 GB/s, at most warmup; "
+        "the weight-sync Job reports the time its engines took (reload.seconds)",
     )
     store_egress: BitsPerSecond | None = Field(
         None, description="egress of the weight store's server (default: network.link)"

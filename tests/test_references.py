@@ -83,7 +83,13 @@ def test_every_reference_resolves(spec: Path, tmp_path: Path) -> None:
         _check_pod(pod, emitted, requires, one.plan.namespace)
     labels_of_pods = [p["metadata"]["labels"] for p in pods]
     for svc in emitted.get("Service", {}).values():
-        assert any(_matches(svc["spec"]["selector"], labels) for labels in labels_of_pods)
+        if any(_matches(svc["spec"]["selector"], labels) for labels in labels_of_pods):
+            continue
+        # Or the user's engine pods of a tier, by the engine's selector: named in requires.
+        name = svc["metadata"]["name"]
+        tier = next(t for t in one.plan.sync.tiers if t.reload and t.reload.service == name)
+        assert svc["spec"]["selector"] == tier.selector
+        assert f"through the headless Service {name}" in requires
     for policy in emitted.get("NetworkPolicy", {}).values():
         selected = policy["spec"]["podSelector"]["matchLabels"]
         assert any(_matches(selected, labels) for labels in labels_of_pods), policy

@@ -68,6 +68,9 @@ def _defaults(schema: dict[str, Any], node: dict[str, Any], path: tuple[str, ...
     for name, prop in node.get("properties", {}).items():
         if "default" in prop:
             found.append(((*path, name), prop["default"], prop))
+        if "default" in prop and prop["default"] is None:
+            continue  # an object the spec may leave out (tiers.hot.reload): its own defaults
+            # are reached where it is not optional (engine.reload)
         for branch in [prop, *prop.get("anyOf", [])]:
             if "$ref" in branch or "properties" in branch:
                 found += _defaults(schema, branch, (*path, name))

@@ -20,6 +20,7 @@ from compiler.alerts import (
     tier_labels_missing,
     weight_sync_failed,
     weights_behind,
+    weights_not_served,
     weights_unreported,
 )
 from compiler.alerts.base import Alert, Context
@@ -34,6 +35,7 @@ ALERTS: tuple[ModuleType, ...] = (
     weight_sync_failed,
     weights_behind,
     weights_unreported,
+    weights_not_served,
 )
 # A rate window must hold this many scrapes to survive one missed scrape (Prometheus'
 # guidance: four); with two, one missed scrape empties the window and resolves the alert.

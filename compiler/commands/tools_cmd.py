@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--test-servers",
         action="store_true",
-        help="also the servers standbyc's own tests run (the Pushgateway, versitygw)",
+        help="also the servers and tools standbyc's own tests run (the Pushgateway, "
+        "versitygw, cyclonus)",
     )
     parser.add_argument(
         "--optional",

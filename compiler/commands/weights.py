@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from compiler.output import add_format_option
-from compiler.weights import DEFAULT_CHUNK
+from compiler.weights import DEFAULT_CHUNK, DEFAULT_EXCLUDES, RELOAD_APIS
 
 CHUNK_HELP = "bytes per hashed chunk, a power of two (default 1 MiB)"
 
@@ -72,14 +72,43 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_format_option(a)
     a.set_defaults(func=_lazy("cmd_apply"))
 
+    _publish_parser(wsub)
+
+    _sync_parser(wsub)
+
+    v = wsub.add_parser("verify", help="check a checkpoint against a manifest")
+    v.add_argument(
+        "path", type=Path, metavar="FILE|DIR", help="a checkpoint: a file or a directory"
+    )
+    v.add_argument(
+        "--manifest",
+        type=Path,
+        required=True,
+        metavar="M.json",
+        help="the manifest to check against",
+    )
+    add_format_option(v)
+    v.set_defaults(func=_lazy("cmd_verify"))
+
+
+def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pub = wsub.add_parser(
         "publish",
-        help="publish a checkpoint as generation G into a store directory",
-        description="Write G's manifest, a delta from the latest published generation and "
-        "G's anchor into STORE, then its index (last, atomically); prune what the index no "
-        "longer needs. Any static HTTP server or object store can serve STORE as it is.",
+        help="publish a model directory as generation G into a store directory",
+        description="A generation is a whole model directory: its safetensors weights and "
+        "every other file (config, tokenizer, templates, ...), with their names. Write G's "
+        "weights manifest, a weights delta from the latest published generation, G's "
+        "anchor, and each other file whose content the store lacks (with a byte patch from "
+        "the previous version where smaller) into STORE, then its index (last, "
+        "atomically); prune what the index no longer needs. Any static HTTP server or "
+        "object store can serve STORE as it is.",
     )
-    pub.add_argument("path", type=Path, metavar="NEW", help="checkpoint: a file or a directory")
+    pub.add_argument(
+        "path",
+        type=Path,
+        metavar="DIR",
+        help="the model directory (or one .safetensors file: a directory of that file)",
+    )
     pub.add_argument("--to", type=Path, required=True, metavar="STORE", help="store directory")
     pub.add_argument(
         "--generation", type=int, required=True, metavar="G", help="its generation number"
@@ -95,16 +124,45 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--keep", type=int, default=20, metavar="N", help="generations to keep (default 20)"
     )
     pub.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help=CHUNK_HELP)
+    pub.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out paths matching GLOB (relative, with '/'; a directory takes its "
+        "files along); repeatable. Always left out unless --no-default-excludes: "
+        + ", ".join(DEFAULT_EXCLUDES),
+    )
+    pub.add_argument(
+        "--no-default-excludes", action="store_true", help="publish .git and .cache too"
+    )
+    pub.add_argument(
+        "--max-file-size",
+        default="4GiB",
+        metavar="SIZE",
+        help="refuse a file other than the safetensors weights larger than this (default 4GiB)",
+    )
     add_format_option(pub)
     pub.set_defaults(func=_lazy("cmd_publish"))
 
+
+SYNC_EXITS = (
+    "Exit codes: 0 updated or already current (and every engine asked loaded it); 1 a "
+    "download or the result did not verify (the old directory is kept); 2 bad input "
+    "(arguments, index, a generation not published, another sync of the target still "
+    "running after --lock-wait); 3 internal error; 4 the store did not answer after every "
+    "retry; 5 the new generation is on disk, but some engine pods did not load it (named "
+    "in the output; a rerun asks them again)."
+)
+
+
+def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = wsub.add_parser(
         "sync",
-        help="bring a standby's checkpoint to generation G from a store",
-        description="Exit codes: 0 updated or already current; 1 a download or the result "
-        "did not verify (the old weights are kept); 2 bad input (arguments, index, "
-        "generation not published); 3 internal error; 4 the store did not answer after "
-        "every retry.",
+        help="bring a standby's model directory to generation G from a store",
+        description="Download what changed, stage the whole next model directory beside "
+        "the target, swap it in atomically, then ask the tier's engines to load it (with "
+        "--reload). " + SYNC_EXITS,
     )
     s.add_argument("--source", required=True, metavar="URL", help="the store's base URL")
     s.add_argument(
@@ -115,13 +173,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=Path,
         required=True,
         metavar="DIR",
-        help="the standby's checkpoint directory; state and partial downloads go beside it",
+        help="the standby's model directory; state and partial downloads go beside it",
     )
     s.add_argument(
         "--rate-limit", metavar="BANDWIDTH", help="for example 12500Mbit/s (default: none)"
     )
     s.add_argument("--retries", type=int, default=8, help="retries per request (default 8)")
     s.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    s.add_argument(
+        "--lock-wait",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="wait this long for another sync of the same target to finish (default 600)",
+    )
     s.add_argument("--pushgateway", metavar="URL", help="report the generation held there")
     s.add_argument(
         "--label",
@@ -130,19 +195,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="KEY=VALUE",
         help="grouping label of the pushed metric (repeatable)",
     )
+    r = s.add_argument_group("reload: ask the tier's running engines to load the new generation")
+    r.add_argument(
+        "--reload",
+        choices=RELOAD_APIS,
+        help="the engines' API; without it the engines load the new directory when they "
+        "next start (docs/engine-reload.md)",
+    )
+    r.add_argument(
+        "--engines",
+        metavar="URL",
+        help="http://HOST:PORT of the engines' API, HOST a name that resolves to every pod "
+        "(the headless Service standbyc emits per tier)",
+    )
+    r.add_argument(
+        "--engine-model-path",
+        metavar="PATH",
+        help="the model directory as the engines see it (spec.model.path)",
+    )
+    r.add_argument(
+        "--engine-model",
+        metavar="NAME",
+        help="triton: the model's name in the repository",
+    )
+    r.add_argument(
+        "--reload-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long one pod may take to load (default 600)",
+    )
     add_format_option(s)
     s.set_defaults(func=_lazy("cmd_sync"))
-
-    v = wsub.add_parser("verify", help="check a checkpoint against a manifest")
-    v.add_argument(
-        "path", type=Path, metavar="FILE|DIR", help="a checkpoint: a file or a directory"
-    )
-    v.add_argument(
-        "--manifest",
-        type=Path,
-        required=True,
-        metavar="M.json",
-        help="the manifest to check against",
-    )
-    add_format_option(v)
-    v.set_defaults(func=_lazy("cmd_verify"))

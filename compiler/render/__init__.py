@@ -12,6 +12,7 @@ from compiler.plan import Plan
 from compiler.render import (
     cilium_qos,
     connection_pool,
+    engine_services,
     istio,
     kustomize_patch,
     kyverno,
@@ -32,6 +33,7 @@ OUTPUTS: dict[str, RenderFn] = {
     "istio": istio.render,
     "rules": rules.render,
     "weightSync": weight_sync.render,
+    "engineServices": engine_services.render,
     "plan": plan_doc.render,
     "weightStore": weight_store.render,
 }

@@ -6,6 +6,7 @@ applied, never in the Argo CD plugin's stream.
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 from compiler import chart, units
@@ -55,15 +56,30 @@ def _weights(plan: Plan) -> list[str]:
     rows = [
         f"the design's per-replica copies: {d['formula']} = {d['gigabits']} Gbit -> "
         f"{units.human_seconds(d['seconds'])} at line rate, before protocol overhead",
-        f"standbyc: one checkpoint per tier on the shared claim; a new generation moves the "
-        f"delta, {units.human_bytes(delta)} per sync tier",
+        f"standbyc: one model directory per tier on the shared claim; a new generation moves "
+        f"the delta, {units.human_bytes(delta)} per sync tier, and the other files that changed",
     ]
-    rows += [
-        f"tier {t.name}: a delta in {units.human_seconds(delta * 8 / t.sync_rate_bps)}, a full "
-        f"copy in {units.human_seconds(t.sync_seconds_full)} at its weight-sync rate "
-        f"{units.human_bits(t.sync_rate_bps)}"
-        for t in plan.sync.tiers
-    ]
+    model = PurePosixPath(plan.model_path)
+    for t in plan.sync.tiers:
+        loads = (
+            "restart to load it (reload: restart)"
+            if t.reload is None
+            else f"load it while running: the Job asks each ready pod ({t.reload.api}, port "
+            f"{t.reload.port}, through the headless Service {t.reload.service})"
+        )
+        rows.append(
+            f"tier {t.name}: a delta in {units.human_seconds(delta * 8 / t.sync_rate_bps)}, a "
+            f"full copy in {units.human_seconds(t.sync_seconds_full)} at its weight-sync rate "
+            f"{units.human_bits(t.sync_rate_bps)}; its engines load the model directory "
+            f"{model} (claim {plan.sync.claim}, subPath {t.name}, mounted at {model.parent}) "
+            f"and {loads}"
+        )
+    ports = sorted({t.reload.port for t in plan.sync.tiers if t.reload is not None})
+    if ports:
+        rows.append(
+            "a NetworkPolicy of yours that selects the engine pods needs this ingress rule for "
+            f"the weight-sync Jobs: `{plan.reload_ingress_rule(ports)}`"
+        )
     return rows
 
 

@@ -33,6 +33,19 @@ def job_args(plan: Plan, tier: TierPlan) -> list[str]:
         "--rate-limit",
         units.k8s_quantity(tier.sync_rate_bps) + "bit/s",
     ]
+    if tier.reload is not None:
+        args += [
+            "--reload",
+            tier.reload.api,
+            "--engines",
+            tier.reload.url(plan.namespace),
+            "--engine-model-path",
+            plan.model_path,
+            "--reload-timeout",
+            str(tier.reload.timeout_s),
+        ]
+        if tier.reload.api == "triton":
+            args += ["--engine-model", tier.reload.model]
     if sync.pushgateway:
         args += ["--pushgateway", sync.pushgateway]
         for key, value in {**sync.report_labels, "tier": tier.name}.items():
@@ -76,7 +89,7 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
         # For reviewers of out/: how the standbys see what this Job writes.
         annotations = {
             "standbyc.dev/standbys-mount": f"claim {plan.sync.claim}, subPath {tier.name}, "
-            f"at {model.parent}; they load {model}"
+            f"at {model.parent}; they load the model directory {model}"
         }
         if trigger.type == "schedule":
             context.update(schedule=trigger.schedule, job_labels={**plan.labels, **labels})

@@ -6,3 +6,9 @@ This package root stays free of heavy imports: the CLI parser reads constants fr
 from __future__ import annotations
 
 DEFAULT_CHUNK = 1 << 20  # bytes per hashed chunk
+# Left out of a published model directory unless asked otherwise: a git clone's history
+# (which holds the weights again) and huggingface_hub's download metadata, which changes
+# on every download.
+DEFAULT_EXCLUDES: tuple[str, ...] = (".git", ".cache/huggingface")
+# The engine APIs a weight-sync Job can ask to load a new generation (sync/reload.py).
+RELOAD_APIS: tuple[str, ...] = ("sglang", "vllm", "triton")

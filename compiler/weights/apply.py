@@ -68,6 +68,7 @@ class ApplyStats:
     seconds: float = 0.0
     fsync_seconds: float = 0.0
     reread: bool = False
+    target_digest: str = ""  # what the delta rebuilt, verified
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +77,7 @@ class ApplyStats:
             "seconds": round(self.seconds, 4),
             "fsync_seconds": round(self.fsync_seconds, 4),
             "reread": self.reread,
+            "target_digest": self.target_digest,
             "gb_per_s": self.target_bytes / self.seconds / 1e9 if self.seconds else 0.0,
         }
 
@@ -237,6 +239,7 @@ def _write_target(job: _Job, dest: Path) -> None:
         if stats.reread:
             _reread(tmp, hdr, reader.path, job.progress)
         _commit(tmp, dest, stats)
+        stats.target_digest = got
     except BaseException:
         _remove(tmp)
         raise

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from compiler.errors import UsageError
+from compiler.errors import EXIT_NOT_LOADED, UsageError
 from compiler.output import Message, emit
-from compiler.units import parse_bandwidth
+from compiler.units import parse_bandwidth, parse_size
+from compiler.weights import DEFAULT_EXCLUDES
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
 from compiler.weights.encode import COPY, RAW, RAW_Z, SPARSE, XOR
@@ -20,9 +22,10 @@ from compiler.weights.manifest import Manifest, build_manifest, load_manifest
 from compiler.weights.progress import byte_progress
 from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.fetch import Fetcher
-from compiler.weights.sync.local import held_generation
+from compiler.weights.sync.local import Local, held_generation
 from compiler.weights.sync.publish import publish
 from compiler.weights.sync.pull import SyncResult, sync
+from compiler.weights.sync.reload import Engines, Outcome, reload
 from compiler.weights.sync.report import Reporter
 
 
@@ -157,6 +160,11 @@ def _compare(want: Manifest, got: Manifest) -> list[str]:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
+    try:
+        cap = parse_size(args.max_file_size)
+    except ValueError as exc:
+        raise UsageError(f"--max-file-size: {exc}") from None
+    excludes = [*([] if args.no_default_excludes else DEFAULT_EXCLUDES), *args.exclude]
     total = 2 * _size(args.path)  # hash it, then diff against the last anchor
     with byte_progress("publish", total, args.format == "text") as prog:
         stats = publish(
@@ -167,6 +175,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
             keep=args.keep,
             chunk=args.chunk_size,
             progress=prog,
+            excludes=excludes,
+            max_file_size=cap,
         )
     doc = stats.to_json() | {"store": str(args.to)}
     if stats.already:
@@ -178,7 +188,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
             if stats.delta_from is not None
             else "first generation: anchor only"
         )
-        line = f"{args.to}: published generation {stats.generation}; {delta}"
+        unchanged = stats.files - len(stats.files_new)
+        files = (
+            f"; {stats.files} other file(s): {len(stats.files_new)} new content "
+            f"({stats.files_bytes} bytes), {unchanged} already stored, "
+            f"{len(stats.files_patched)} with a patch ({stats.patch_bytes} bytes)"
+        )
+        line = f"{args.to}: published generation {stats.generation}; weights {delta}{files}"
         if stats.pruned:
             line += f"; pruned {len(stats.pruned)} files"
     _emit(args, doc, line)
@@ -195,28 +211,52 @@ def _labels(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _engines(args: argparse.Namespace) -> Engines | None:
+    if args.reload is None:
+        for flag in ("engines", "engine_model_path", "engine_model"):
+            if getattr(args, flag):
+                raise UsageError(f"--{flag.replace('_', '-')} needs --reload")
+        return None
+    if not args.engines or not args.engine_model_path:
+        raise UsageError("--reload needs --engines and --engine-model-path")
+    if not 0 < args.reload_timeout < 86400:
+        raise UsageError("--reload-timeout: seconds, above 0 and below a day")
+    return Engines(args.reload, args.engines, args.engine_model_path, args.reload_timeout,
+                   args.engine_model or "")  # fmt: skip
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
     try:
         rate = parse_bandwidth(args.rate_limit) if args.rate_limit else None
     except ValueError as exc:
         raise UsageError(f"--rate-limit: {exc}") from None
     labels = _labels(args.label)
+    engines = _engines(args)
     fetcher = Fetcher(args.source, rate, retries=args.retries, timeout=args.timeout)
     result = SyncResult(args.target, args.generation)
     error: WeightsError | None = None
+    ask = None if engines is None else functools.partial(reload, engines)
     try:
-        sync(fetcher, result)
+        sync(fetcher, result, lock_wait=args.lock_wait, reload=ask)
     except WeightsError as exc:
         error = exc
     finally:
         fetcher.close()
     held = args.generation if error is None else held_generation(args.target)
     if args.pushgateway and held is not None:
+        reloaded = result.reload
+        if engines is not None and reloaded is None:
+            # Nothing was asked this time: what the engines last confirmed still stands.
+            reloaded = Outcome.recorded(engines.api, held, Local(args.target).served())
         reporter = Reporter(args.pushgateway, labels)
-        result.reported = reporter.push(held)
+        result.reported = reporter.push(held, reloaded)
         result.report_error = reporter.error
     doc = result.to_json() | {"ok": error is None, "held_generation": held}
     if error is not None:
         doc["error"] = str(error)
         return emit(Message(doc, "", str(error), error.exit_code), args.format)
+    if result.reload is not None and result.reload.failed:
+        doc["ok"] = False
+        doc["error"] = f"generation {args.generation} is on disk, but not every engine loaded it"
+        return emit(Message(doc, "", result.text(), EXIT_NOT_LOADED), args.format)
     return emit(Message(doc, result.text()), args.format)

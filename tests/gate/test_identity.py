@@ -62,9 +62,9 @@ def test_two_specs_that_differ_only_in_names_share_every_unit_test_run(
     report = run_gate(out, schema_dir=validators, display_root="out")
     assert report.ok, report.summary_text()
     files = {r.file for r in report.rule_tests}
-    assert len(files) == 16 and all(r.ok for r in report.rule_tests)
+    assert len(files) == 18 and all(r.ok for r in report.rule_tests)
     # The generation is in WeightSyncJobFailed's text and the record's, the same for both:
-    # all 8 shared.
+    # all 9 shared.
     assert sorted(spied["promtool"]) == sorted(
         f for f in (p.removeprefix("out/") for p in files) if f.startswith("team-a/")
     )
@@ -72,7 +72,7 @@ def test_two_specs_that_differ_only_in_names_share_every_unit_test_run(
     assert {t.file for t in report.policy_tests} == {
         f"out/team-{x}/engine-{x}/tests/kyverno/kyverno-test.yaml" for x in "ab"
     }
-    assert report.reused == 8 + 1
+    assert report.reused == 9 + 1
 
 
 def test_a_shared_run_that_fails_runs_each_test_on_its_own(

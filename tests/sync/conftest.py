@@ -56,12 +56,14 @@ SPECS = transformer_specs(layers=2, hidden=384, vocab=6000)
 
 @pytest.fixture(scope="session")
 def generations(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
-    """Generations 1..5 of a bf16 model, each one RL step after the previous one (~10 MB)."""
+    """Generations 1..5 of a bf16 model, each one RL step after the previous one (~10 MB),
+    each a lone ``model.safetensors`` (published as a directory of that one file)."""
     d = tmp_path_factory.mktemp("generations")
     base = d / "g0.safetensors"
     out: dict[int, Path] = {}
     for k in range(1, 6):
-        out[k] = d / f"g{k}.safetensors"
+        out[k] = d / f"g{k}" / "model.safetensors"
+        out[k].parent.mkdir()
         rl_pair(base, out[k], SPECS, steps=k, lr=2e-6)
     return out
 
@@ -69,7 +71,7 @@ def generations(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
 @pytest.fixture(scope="session")
 def retrained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A checkpoint of the same shapes whose every element differs from ``generations``."""
-    path = tmp_path_factory.mktemp("retrained") / "r.safetensors"
+    path = tmp_path_factory.mktemp("retrained") / "model.safetensors"
     rl_pair(path.with_name("r0.safetensors"), path, SPECS, steps=1, lr=2e-6, seed=7)
     return path
 

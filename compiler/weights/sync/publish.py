@@ -1,10 +1,13 @@
-"""Publish a generation into a store directory.
+"""Publish a model directory as a generation into a store directory.
 
 For generation G published after F (the latest so far) this writes
-``manifests/G.json``, ``deltas/F-G.delta`` (diffed against F's anchor, which the store
-always keeps for its latest generation) and ``anchors/G/``, then ``index.json`` last and
-atomically, then removes what the new index no longer names. A reader therefore sees
-either the old index with all its files or the new one with all of its own.
+``manifests/G.json``, ``deltas/F-G.delta`` (the weights, diffed against F's anchor,
+which the store always keeps for its latest generation), ``anchors/G/`` (G's weights),
+``files/<sha256>`` for each other file the store does not hold yet, and
+``patches/<old>-<new>.zst`` for a file that changed where the patch is smaller than the
+file; then ``index.json`` last and atomically, then removes what the new index no longer
+names. A reader therefore sees either the old index with all its files or the new one
+with all of its own.
 
 Anchors kept: every ``anchor_every``-th generation, the oldest generation in the index
 (so every listed generation can be reached from an anchor by deltas) and the latest (so
@@ -14,34 +17,50 @@ dropped, except those the remaining ones need.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from compiler.fsutil import exclusive, fsync_path
-from compiler.weights import DEFAULT_CHUNK
+from compiler.weights import DEFAULT_CHUNK, DEFAULT_EXCLUDES
 from compiler.weights.diff import diff
-from compiler.weights.manifest import Progress, build_manifest
-from compiler.weights.safetensors_io import INDEX_NAME, Checkpoint
+from compiler.weights.manifest import MAX_CHUNK, MIN_CHUNK, Progress, build_manifest
+from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.errors import StoreError, SyncBusy
+from compiler.weights.sync.modeldir import (
+    HASH_BLOCK,
+    MAX_FILE_SIZE,
+    ModelDir,
+    dir_digest,
+    scan,
+    sha256_file,
+)
+from compiler.weights.sync.patch import PATCH_CAP, make_patch
 from compiler.weights.sync.store import (
     INDEX,
+    MAX_GENERATION,
     Delta,
     Generation,
     Index,
-    Layout,
+    Patch,
+    PlainFile,
     StoredFile,
+    WeightsInfo,
+    blob_path,
     parse_index,
+    patch_path,
 )
 
 TMP_MARK = ".standbyc-tmp-"
-ONE_FILE = "model.safetensors"
+TOPS = ("anchors", "deltas", "manifests", "files", "patches")
 
 
 @dataclass
@@ -49,10 +68,16 @@ class PublishStats:
     generation: int = 0
     digest: str = ""
     already: bool = False  # the generation was published before, with the same digest
-    checkpoint_bytes: int = 0
+    checkpoint_bytes: int = 0  # the weights
+    directory_bytes: int = 0  # every file of the model directory
     delta_bytes: int = 0
     delta_from: int | None = None
     anchor_bytes: int = 0
+    files: int = 0  # files besides the weights
+    files_new: list[str] = field(default_factory=list)  # stored now (new content)
+    files_patched: list[str] = field(default_factory=list)  # changed, with a patch
+    files_bytes: int = 0  # bytes of the new contents stored
+    patch_bytes: int = 0
     pruned: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -62,12 +87,18 @@ class PublishStats:
             "digest": self.digest,
             "already_published": self.already,
             "checkpoint_bytes": self.checkpoint_bytes,
+            "directory_bytes": self.directory_bytes,
             "delta_from": self.delta_from,
             "delta_bytes": self.delta_bytes,
             "delta_ratio": self.delta_bytes / self.checkpoint_bytes
             if self.checkpoint_bytes
             else 0.0,
             "anchor_bytes": self.anchor_bytes,
+            "files": self.files,
+            "files_new": self.files_new,
+            "files_patched": self.files_patched,
+            "files_bytes": self.files_bytes,
+            "patch_bytes": self.patch_bytes,
             "pruned": self.pruned,
             "seconds": round(self.seconds, 4),
         }
@@ -80,20 +111,16 @@ def _tmp(path: Path) -> Path:
 def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp(path)
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_path(path.parent)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(8 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _stored(store: Path, rel: str, name: str = "") -> StoredFile:
@@ -108,42 +135,79 @@ def read_index(store: Path) -> Index | None:
     return parse_index(path.read_bytes(), str(path))
 
 
-def checkpoint_files(path: Path) -> list[Path]:
-    """The files of a checkpoint: the file itself, or the index and shards of a directory."""
-    if path.is_file():
-        return [path]
-    ckpt = Checkpoint(path)
-    try:
-        files = [f.path for f in ckpt.files]
-    finally:
-        ckpt.close()
-    index = path / INDEX_NAME
-    return [index, *files] if index.is_file() else files
-
-
-def anchor_path(store: Path, layout: Layout, generation: int) -> Path:
+def anchor_path(store: Path, weights: WeightsInfo, generation: int) -> Path:
     """Where a generation's anchor is, as a checkpoint path the delta library reads."""
     base = store / "anchors" / str(generation)
-    return base / layout.file if layout.file else base
+    return base if weights.sharded else base / weights.names[0]
 
 
-def _write_anchor(new: Path, store: Path, generation: int) -> tuple[StoredFile, ...]:
+def _write_anchor(model: ModelDir, store: Path, generation: int) -> tuple[StoredFile, ...]:
     final = store / "anchors" / str(generation)
     tmp = _tmp(final)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for src in checkpoint_files(new):
-        name = src.name if new.is_dir() else ONE_FILE
-        shutil.copyfile(src, tmp / name)  # copy_file_range where the kernel offers it
-        fsync_path(tmp / name)
+    for f in model.weight_files:
+        shutil.copyfile(f.path, tmp / f.name)  # copy_file_range where the kernel offers it
+        fsync_path(tmp / f.name)
     fsync_path(tmp)
     shutil.rmtree(final, ignore_errors=True)
     tmp.replace(final)
     fsync_path(final.parent)
     rel = f"anchors/{generation}"
-    return tuple(
-        _stored(store, f"{rel}/{p.name}", p.name) for p in sorted(final.iterdir(), key=str)
-    )
+    return tuple(_stored(store, f"{rel}/{f.name}", f.name) for f in model.weight_files)
+
+
+def _copy_verified(src: Path, dest: Path, sha256: str, size: int) -> None:
+    """Copy ``src`` to ``dest`` through a temp name, hashing what is copied: a file that
+    changed since it was hashed is refused, not stored under the wrong name."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp(dest)
+    h = hashlib.sha256()
+    n = 0
+    try:
+        with src.open("rb") as fin, tmp.open("wb") as fout:
+            while block := fin.read(HASH_BLOCK):
+                h.update(block)
+                n += len(block)
+                if n > size:
+                    break
+                fout.write(block)
+            fout.flush()
+            os.fsync(fout.fileno())
+        if n != size or h.hexdigest() != sha256:
+            raise StoreError(f"{src}: changed while it was published; publish again")
+        tmp.replace(dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _plain_files(
+    model: ModelDir, store: Path, old: Index | None, stats: PublishStats
+) -> tuple[PlainFile, ...]:
+    """Every file besides the weights, stored by content; a patch from the latest
+    generation's file of the same name where it is smaller than the file."""
+    previous = {f.name: f for f in old.generations[old.latest].files} if old else {}
+    out: list[PlainFile] = []
+    for f in model.files:
+        sha = sha256_file(f.path, f.size)
+        blob = store / blob_path(sha)
+        if not (blob.is_file() and blob.stat().st_size == f.size):
+            _copy_verified(f.path, blob, sha, f.size)
+            stats.files_new.append(f.name)
+            stats.files_bytes += f.size
+        patch = None
+        before = previous.get(f.name)
+        if before is not None and before.sha256 != sha and max(before.size, f.size) <= PATCH_CAP:
+            data = make_patch((store / blob_path(before.sha256)).read_bytes(), blob.read_bytes())
+            if len(data) < f.size:
+                rel = patch_path(before.sha256, sha)
+                _write_atomic(store / rel, data)
+                patch = Patch(before.sha256, _stored(store, rel))
+                stats.files_patched.append(f.name)
+                stats.patch_bytes += len(data)
+        out.append(PlainFile(f.name, f.size, sha, patch))
+    return tuple(out)
 
 
 def _anchors_to_keep(gens: dict[int, Generation], anchor_every: int) -> set[int]:
@@ -170,9 +234,9 @@ def _prune(gens: dict[int, Generation], keep: int, anchor_every: int) -> dict[in
 
 
 def _remove_unlisted(store: Path, index: Index) -> list[str]:
-    listed = {f.path for gen in index.generations.values() for f in gen.files()}
+    listed = {f.path for gen in index.generations.values() for f in gen.stored()}
     removed: list[str] = []
-    for top in ("anchors", "deltas", "manifests"):
+    for top in TOPS:
         root = store / top
         if not root.is_dir():
             continue
@@ -186,13 +250,21 @@ def _remove_unlisted(store: Path, index: Index) -> list[str]:
     return sorted(removed)
 
 
-def _clean_leftovers(store: Path) -> None:
-    """Temp files and directories of a publish that was killed (we hold the lock)."""
-    for path in sorted(store.rglob(f"*{TMP_MARK}*"), key=str, reverse=True):
-        if path.is_dir():
+def clean_leftovers(store: Path) -> list[Path]:
+    """Temp files and directories of a publish that stopped (we hold the lock)."""
+    found = sorted(store.rglob(f"*{TMP_MARK}*"), key=str, reverse=True)
+    for path in found:
+        if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+    return found
+
+
+def check_chunk(chunk: int) -> int:
+    if not MIN_CHUNK <= chunk <= MAX_CHUNK or chunk & (chunk - 1):
+        raise StoreError(f"--chunk-size {chunk}: must be a power of two from 4096 to 67108864")
+    return chunk
 
 
 def publish(
@@ -204,69 +276,105 @@ def publish(
     keep: int = 20,
     chunk: int = DEFAULT_CHUNK,
     progress: Progress | None = None,
+    excludes: Sequence[str] = DEFAULT_EXCLUDES,
+    max_file_size: int = MAX_FILE_SIZE,
 ) -> PublishStats:
-    """Publish checkpoint ``new`` (a file or a sharded directory) as ``generation``."""
+    """Publish model directory ``new`` (or one safetensors file) as ``generation``."""
     if anchor_every < 1 or keep < 1:
         raise StoreError("--anchor-every and --keep must be at least 1")
+    if not 1 <= generation <= MAX_GENERATION:
+        raise StoreError(f"--generation {generation}: must be from 1 to {MAX_GENERATION}")
+    check_chunk(chunk)
+    model = scan(new, excludes=excludes, max_file_size=max_file_size)
     t0 = time.perf_counter()
     store.mkdir(parents=True, exist_ok=True)
     with exclusive(store, SyncBusy(f"{store}: another publish is running")):
-        _clean_leftovers(store)
-        old = read_index(store)
-        # A lone file's name is not part of the checkpoint (its digest ignores it): the
-        # store and the standbys call it model.safetensors, whatever the trainer wrote.
-        layout = Layout(None if new.is_dir() else ONE_FILE)
-        if old is not None and old.layout != layout:
-            raise StoreError(
-                f"{store}: the store holds {old.layout.describe()}; {new} is "
-                f"{layout.describe()} (publish it to a new store)"
-            )
-        ckpt = Checkpoint(new)
+        clean_leftovers(store)
         try:
-            manifest = build_manifest(ckpt, old.chunk_size if old else chunk, progress)
-        finally:
-            ckpt.close()
-        stats = PublishStats(generation, manifest.digest, checkpoint_bytes=manifest.nbytes)
-        if old is not None and generation in old.generations:
-            if old.generations[generation].digest != manifest.digest:
-                raise StoreError(
-                    f"{store}: generation {generation} is already published with digest "
-                    f"{old.generations[generation].digest}; {new} has {manifest.digest}"
-                )
-            stats.already = True
-            stats.seconds = time.perf_counter() - t0
-            return stats
-        if old is not None and generation < old.latest:
-            raise StoreError(
-                f"{store}: generation {generation} is older than the latest, {old.latest}; "
-                "generations only grow"
-            )
-        man_rel = f"manifests/{generation}.json"
-        _write_atomic(store / man_rel, json.dumps(manifest.to_json(), sort_keys=True).encode())
-        # The anchor's copy and sha256 run beside the diff (both release the GIL).
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="standbyc-anchor") as pool:
-            anchor_job = pool.submit(_write_anchor, new, store, generation)
-            delta = None
-            if old is not None:
-                prev = old.generations[old.latest]
-                rel = f"deltas/{prev.number}-{generation}.delta"
-                tmp = _tmp(store / rel)
-                tmp.parent.mkdir(parents=True, exist_ok=True)
-                base = anchor_path(store, layout, prev.number)
-                diff(new, tmp, old_path=base, chunk=old.chunk_size, progress=progress)
-                fsync_path(tmp)
-                tmp.replace(store / rel)
-                fsync_path(tmp.parent)
-                delta = Delta(prev.number, _stored(store, rel), prev.digest, manifest.digest)
-                stats.delta_from, stats.delta_bytes = prev.number, delta.file.size
-            anchor = anchor_job.result()
-        stats.anchor_bytes = sum(f.size for f in anchor)
-        gen = Generation(
-            generation, manifest.digest, manifest.nbytes, _stored(store, man_rel), delta, anchor
-        )
-        gens = {**(old.generations if old else {}), generation: gen}
-        index = Index(layout, manifest.chunk_size, _prune(gens, keep, anchor_every))
-        _write_atomic(store / INDEX, index.dumps())
-        stats.pruned = _remove_unlisted(store, index)
+            job = _Job(model, store, generation, anchor_every, keep, chunk, progress)
+            stats = _publish(job)
+        except BaseException:
+            # Whatever stopped it (a full disk, a bad file): the index was not replaced,
+            # so the store is as it was; leave no temp file filling it.
+            with contextlib.suppress(OSError):
+                clean_leftovers(store)
+            raise
     stats.seconds = time.perf_counter() - t0
+    return stats
+
+
+@dataclass(frozen=True)
+class _Job:
+    model: ModelDir
+    store: Path
+    generation: int
+    anchor_every: int
+    keep: int
+    chunk: int
+    progress: Progress | None
+
+
+def _publish(job: _Job) -> PublishStats:
+    model, store, generation, progress = job.model, job.store, job.generation, job.progress
+    old = read_index(store)
+    ckpt = Checkpoint(model.checkpoint)
+    try:
+        manifest = build_manifest(ckpt, old.chunk_size if old else job.chunk, progress)
+    finally:
+        ckpt.close()
+    sums = [(f.name, f.size, sha256_file(f.path, f.size)) for f in model.files]
+    digest = dir_digest(manifest.digest, model.weights.names, sums)
+    stats = PublishStats(
+        generation,
+        digest,
+        checkpoint_bytes=manifest.nbytes,
+        directory_bytes=model.size,
+        files=len(model.files),
+    )
+    if old is not None and generation in old.generations:
+        if old.generations[generation].digest != digest:
+            raise StoreError(
+                f"{store}: generation {generation} is already published with digest "
+                f"{old.generations[generation].digest}; {model.root} has {digest}"
+            )
+        stats.already = True
+        return stats
+    if old is not None and generation < old.latest:
+        raise StoreError(
+            f"{store}: generation {generation} is older than the latest, {old.latest}; "
+            "generations only grow"
+        )
+    man_rel = f"manifests/{generation}.json"
+    _write_atomic(store / man_rel, json.dumps(manifest.to_json(), sort_keys=True).encode())
+    # The anchor's copy and sha256 run beside the diff (both release the GIL).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="standbyc-anchor") as pool:
+        anchor_job = pool.submit(_write_anchor, model, store, generation)
+        delta = None
+        if old is not None:
+            prev = old.generations[old.latest]
+            rel = f"deltas/{prev.number}-{generation}.delta"
+            tmp = _tmp(store / rel)
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            base = anchor_path(store, prev.weights, prev.number)
+            diff(model.checkpoint, tmp, old_path=base, chunk=old.chunk_size, progress=progress)
+            fsync_path(tmp)
+            tmp.replace(store / rel)
+            fsync_path(tmp.parent)
+            delta = Delta(prev.number, _stored(store, rel), prev.weights.digest, manifest.digest)
+            stats.delta_from, stats.delta_bytes = prev.number, delta.file.size
+        anchor = anchor_job.result()
+    stats.anchor_bytes = sum(f.size for f in anchor)
+    files = _plain_files(model, store, old, stats)
+    weights = WeightsInfo(
+        manifest.digest, model.weights.names, sum(f.size for f in model.weight_files)
+    )
+    gen = Generation(
+        generation, digest, model.size, weights, files, _stored(store, man_rel), delta, anchor
+    )
+    gens = {**(old.generations if old else {}), generation: gen}
+    index = Index(manifest.chunk_size, _prune(gens, job.keep, job.anchor_every))
+    data = index.dumps()
+    parse_index(data, f"{store / INDEX} (as it would be written)")  # what readers accept
+    _write_atomic(store / INDEX, data)
+    stats.pruned = _remove_unlisted(store, index)
     return stats

@@ -1,41 +1,77 @@
-"""``standbyc weights sync``: bring a standby's checkpoint to a generation from the store.
+"""``standbyc weights sync``: bring a standby's model directory to a generation.
 
-1. Read the index; find the generation the standby holds (cached, or hashed).
-2. Pick the route with the fewest bytes: a chain of deltas from the current generation,
-   or an anchor and the deltas after it.
-3. Download its files (resumable, retried, rate-limited), each checked against the
-   index's size and sha256 before use.
-4. Apply the deltas through the delta library, which checks the base before writing and
-   every tensor and the target digest before its atomic swap; an anchor is checked
-   against its digest before it is swapped in. Until the swap, the old weights are
-   untouched; after it, the new ones are complete.
-5. Remember the result beside the checkpoint, and report the generation held.
+1. Read the index; find what the standby holds (cached, or read in full).
+2. Plan: the weights by the route with the fewest bytes (kept as they are, a chain of
+   deltas from the local weights, or an anchor and the deltas after it); every other
+   file kept (a file with its content is already there), patched, or downloaded whole.
+3. Download what the plan needs (resumable, retried, rate-limited), each file checked
+   against the index's size and sha256 before use.
+4. Stage the whole next directory beside the target: weights rebuilt by the delta
+   library (base checked before writing, every tensor and the target digest after) or
+   linked from the current ones; every other file linked, patched or moved in, each
+   checked against its sha256. Until the swap, the old directory is untouched.
+5. Swap the staged directory with the old one in one atomic exchange, so an engine sees
+   the old directory or the new one, never a mix; remove the old one.
+6. Ask the tier's engines to load it (``reload``), remember the result beside the
+   directory, and report.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
+import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from compiler.weights.apply import apply, swap_in
+from compiler.fsutil import exchange, fsync_path
+from compiler.weights.apply import apply
 from compiler.weights.errors import WeightsError
 from compiler.weights.manifest import build_manifest
-from compiler.weights.safetensors_io import Checkpoint
+from compiler.weights.safetensors_io import INDEX_NAME, Checkpoint
 from compiler.weights.sync.errors import ApplyFailed, DownloadCorrupt, StoreError
 from compiler.weights.sync.fetch import Fetcher, FetchStats, NotFound
-from compiler.weights.sync.local import Local
+from compiler.weights.sync.local import Current, Local
+from compiler.weights.sync.patch import PATCH_CAP, apply_patch
 from compiler.weights.sync.store import (
     INDEX,
     INDEX_CAP,
     Generation,
     Index,
+    PlainFile,
     Route,
+    StoredFile,
+    WeightsInfo,
     parse_index,
     plan_route,
 )
+
+KEEP, PATCH, WHOLE = "kept", "patched", "whole"
+HOWS = (KEEP, PATCH, WHOLE)
+
+
+class ReloadResult(Protocol):
+    """What asking the engines gave (``reload.Outcome``)."""
+
+    served: int | None
+
+    @property
+    def failed(self) -> int: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    def text(self) -> str: ...
+
+    def record(self) -> dict[str, Any]: ...
+
+
+# Called with the generation now on disk and the last record of what the engines serve.
+Reload = Callable[[int, dict[str, Any]], ReloadResult]
 
 
 @dataclass
@@ -43,11 +79,16 @@ class SyncResult:
     target: Path
     generation: int
     previous: int | None = None
-    found_by: str = ""  # how the current generation was found: cached, hashed, absent
+    found_by: str = ""  # how the current directory was found: cached, hashed, absent
     status: str = ""  # "current" or "updated"
     route: str = ""
+    files: dict[str, list[str]] = field(default_factory=dict)  # kept/patched/whole -> names
+    removed: list[str] = field(default_factory=list)  # local files the generation lacks
     fetch: FetchStats = field(default_factory=FetchStats)
     seconds: float = 0.0
+    seconds_download: float = 0.0
+    seconds_apply: float = 0.0  # staging, verifying and the swap
+    reload: ReloadResult | None = None
     reported: bool | None = None  # None: no Pushgateway given
     report_error: str = ""
 
@@ -59,8 +100,13 @@ class SyncResult:
             "found_by": self.found_by,
             "status": self.status,
             "route": self.route,
+            "files": self.files,
+            "removed": self.removed,
             **self.fetch.to_json(),
             "seconds": round(self.seconds, 3),
+            "seconds_download": round(self.seconds_download, 3),
+            "seconds_apply": round(self.seconds_apply, 3),
+            "reload": self.reload.to_json() if self.reload else None,
             "reported": self.reported,
             "report_error": self.report_error,
         }
@@ -69,14 +115,26 @@ class SyncResult:
         if self.status == "current":
             line = f"{self.target}: already at generation {self.generation} ({self.found_by})"
         else:
+            was = "nothing" if self.previous is None else f"generation {self.previous}"
             line = (
-                f"{self.target}: generation {self.previous} -> {self.generation} via "
-                f"{self.route}; fetched {self.fetch.bytes_fetched} bytes in "
-                f"{self.seconds:.2f} s"
+                f"{self.target}: {was} -> generation {self.generation}; weights: {self.route}; "
+                f"other files: {_counts(self.files)}; fetched {self.fetch.bytes_fetched} bytes "
+                f"in {self.seconds:.2f} s"
             )
+        if self.removed:
+            line += (
+                f"\nwarning: {len(self.removed)} file(s) that generation {self.generation} "
+                f"does not hold left with the old directory: {', '.join(self.removed[:8])}"
+            )
+        if self.reload is not None:
+            line += "\n" + self.reload.text()
         if self.reported is False:
             line += f"\nwarning: could not report to the Pushgateway: {self.report_error}"
         return line
+
+
+def _counts(files: dict[str, list[str]]) -> str:
+    return ", ".join(f"{len(v)} {k}" for k, v in files.items() if v) or "none"
 
 
 def read_index(fetcher: Fetcher) -> Index:
@@ -89,11 +147,62 @@ def read_index(fetcher: Fetcher) -> Index:
     return parse_index(raw, fetcher.url(INDEX))
 
 
-def _download(fetcher: Fetcher, local: Local, route: Route) -> dict[str, Path]:
-    """Every file the route needs, verified; by store path."""
+# --- the plan ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileStep:
+    file: PlainFile
+    how: str  # KEEP, PATCH or WHOLE
+    local: str = ""  # KEEP: the local file with its content; PATCH: the patch's base
+
+    @property
+    def download(self) -> StoredFile | None:
+        if self.how == WHOLE:
+            return self.file.stored
+        if self.how == PATCH and self.file.patch is not None:
+            return self.file.patch.file
+        return None
+
+
+def plan_files(gen: Generation, current: Current) -> list[FileStep]:
+    have = current.by_sha()
+    out = []
+    for f in gen.files:
+        if f.sha256 in have:
+            out.append(FileStep(f, KEEP, have[f.sha256]))
+        elif f.patch is not None and f.patch.base_sha256 in have and f.size <= PATCH_CAP:
+            out.append(FileStep(f, PATCH, have[f.patch.base_sha256]))
+        else:
+            out.append(FileStep(f, WHOLE))
+    return out
+
+
+def _download(
+    fetcher: Fetcher, local: Local, route: Route, steps: list[FileStep]
+) -> dict[str, Path]:
+    """Every file the plan needs, verified; by store path."""
     files = list(route.anchor.anchor) if route.anchor else []
     files += [g.delta.file for g in route.deltas if g.delta is not None]
-    return {f.path: fetcher.download(f, local.downloads) for f in files}
+    files += [f for s in steps if (f := s.download) is not None]
+    got: dict[str, Path] = {}
+    for f in files:
+        if f.path not in got:
+            got[f.path] = fetcher.download(f, local.downloads)
+    return got
+
+
+# --- staging -------------------------------------------------------------------------------
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dest)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copyfile(src, dest)
 
 
 def _assemble_anchor(local: Local, index: Index, anchor: Generation, got: dict[str, Path]) -> Path:
@@ -102,83 +211,246 @@ def _assemble_anchor(local: Local, index: Index, anchor: Generation, got: dict[s
     where.mkdir(parents=True)
     for f in anchor.anchor:
         got[f.path].replace(where / f.name)
-    path = local.checkpoint_in(where)
+    path = _checkpoint_in(where, anchor.weights.names)
     ckpt = Checkpoint(path)
     try:
         digest = build_manifest(ckpt, index.chunk_size).digest
     finally:
         ckpt.close()
-    if digest != anchor.digest:
+    if digest != anchor.weights.digest:
         raise DownloadCorrupt(
-            f"anchor {anchor.number}: checkpoint digest {digest}, the index says {anchor.digest}"
+            f"anchor {anchor.number}: checkpoint digest {digest}, the index says "
+            f"{anchor.weights.digest}"
         )
     return path
 
 
-def _step(local: Local, name: str) -> Path:
-    """A checkpoint path in work/ for an intermediate generation."""
+def _checkpoint_in(directory: Path, names: tuple[str, ...]) -> Path:
+    """The checkpoint path the delta library reads for weights ``names`` in ``directory``."""
+    return directory if names[0] == INDEX_NAME else directory / names[0]
+
+
+def _out_path(local: Local, name: str, weights: WeightsInfo) -> Path:
+    """A fresh checkpoint path in work/ for the delta library to write."""
     where = local.work / name
-    if local.layout.file:
-        where.mkdir(parents=True, exist_ok=True)
-    return local.checkpoint_in(where)
+    if weights.sharded:
+        return where
+    where.mkdir(parents=True, exist_ok=True)
+    return where / weights.names[0]
 
 
-def _apply_route(local: Local, index: Index, route: Route, got: dict[str, Path]) -> None:
-    if local.layout.file:
-        local.target.mkdir(parents=True, exist_ok=True)
-    base = local.checkpoint
+@dataclass(frozen=True)
+class _Stage:
+    """One update: what the standby holds, the plan, and the verified downloads."""
+
+    local: Local
+    index: Index
+    route: Route
+    steps: list[FileStep]
+    current: Current
+    got: dict[str, Path]
+
+
+def _stage_weights(st: _Stage, nxt: Path) -> None:
+    local, index, route, current, got = st.local, st.index, st.route, st.current, st.got
+    gen = index.generations[route.target]
+    names = gen.weights.names
+    if route.keeps_local:
+        # Same checkpoint digest: the same bytes (a lone file's name may differ).
+        for have, want in zip(current.weights_names, names, strict=True):
+            _link_or_copy(local.target / have, nxt / want)
+        return
     if route.anchor is not None:
         base = _assemble_anchor(local, index, route.anchor, got)
-    if not route.deltas:
-        swap_in(base, local.checkpoint)
-        return
-    for i, gen in enumerate(route.deltas):
-        assert gen.delta is not None
-        last = i == len(route.deltas) - 1
-        out = local.checkpoint if last else _step(local, f"gen-{gen.number}")
-        apply(base, got[gen.delta.file.path], None if out == base else out)
+    else:
+        base = _checkpoint_in(local.target, current.weights_names)
+    for gen_step in route.deltas:
+        assert gen_step.delta is not None
+        out = _out_path(local, f"gen-{gen_step.number}", gen_step.weights)
+        stats = apply(base, got[gen_step.delta.file.path], out)
+        if stats.target_digest != gen_step.weights.digest:
+            raise ApplyFailed(
+                f"{gen_step.delta.file.path}: rebuilt weights with digest "
+                f"{stats.target_digest}, the index says {gen_step.weights.digest}"
+            )
         base = out
+    if gen.weights.sharded:
+        for name in names:
+            (base / name).replace(nxt / name)
+    else:
+        base.replace(nxt / names[0])
 
 
-def sync(fetcher: Fetcher, result: SyncResult) -> SyncResult:
+def _stage_files(local: Local, steps: list[FileStep], got: dict[str, Path], nxt: Path) -> None:
+    placed: dict[str, Path] = {}  # store path -> where its download went first
+    for s in steps:
+        dest = nxt / s.file.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if s.how == KEEP:
+            _link_or_copy(local.target / s.local, dest)
+        elif s.how == PATCH:
+            assert s.file.patch is not None
+            base = (local.target / s.local).read_bytes()
+            if _sha(base) != s.file.patch.base_sha256:
+                raise ApplyFailed(f"{local.target / s.local}: changed during the sync")
+            out = apply_patch(base, got[s.file.patch.file.path].read_bytes(), s.file.size,
+                              s.file.patch.file.path)  # fmt: skip
+            if _sha(out) != s.file.sha256:
+                raise ApplyFailed(
+                    f"{s.file.patch.file.path}: the patched {s.file.name} does not have the "
+                    "sha256 the index gives"
+                )
+            _write(dest, out)
+        else:
+            path = s.file.stored.path
+            if path in placed:
+                _link_or_copy(placed[path], dest)
+            else:
+                got[path].replace(dest)
+                placed[path] = dest
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _write(path: Path, data: bytes) -> None:
+    with path.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _check_staged(nxt: Path, gen: Generation) -> None:
+    """The staged directory holds exactly the generation's files, at their sizes (their
+    bytes were each verified as they were placed)."""
+    want = dict.fromkeys(gen.weights.names) | {f.name: f.size for f in gen.files}
+    have: dict[str, int] = {}
+    for root, _, files in os.walk(nxt):
+        for name in files:
+            path = Path(root) / name
+            have[path.relative_to(nxt).as_posix()] = path.stat().st_size
+    if set(have) != set(want):
+        extra = sorted(set(have) ^ set(want))
+        raise ApplyFailed(f"{nxt}: the staged directory differs from the index at {extra[:3]}")
+    for name, size in want.items():
+        if size is not None and have[name] != size:
+            raise ApplyFailed(f"{nxt / name}: {have[name]} bytes, the index says {size}")
+    if sum(have[n] for n in gen.weights.names) != gen.weights.size:
+        raise ApplyFailed(f"{nxt}: the weights' size differs from the index")
+
+
+def _swap(nxt: Path, target: Path) -> None:
+    """Make the staged directory the target in one atomic step."""
+    for d in (nxt, *[p for p in nxt.rglob("*") if p.is_dir()]):
+        fsync_path(d)
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise StoreError(f"{target}: not a directory; the model directory must be one")
+    if target.exists():
+        if not exchange(nxt, target):
+            raise ApplyFailed(f"{target}: cannot swap directories atomically on this system")
+        fsync_path(target.parent)
+        shutil.rmtree(nxt, ignore_errors=True)  # the old directory, now at the staged path
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nxt.replace(target)
+        fsync_path(target.parent)
+
+
+def _stage_and_swap(st: _Stage) -> None:
+    local = st.local
+    gen = st.index.generations[st.route.target]
+    nxt = local.work / "next"
+    nxt.mkdir(parents=True)
+    nxt.chmod(0o755)
+    try:
+        _stage_weights(st, nxt)
+        _stage_files(local, st.steps, st.got, nxt)
+        _check_staged(nxt, gen)
+    except DownloadCorrupt:
+        raise
+    except WeightsError as exc:
+        if isinstance(exc, ApplyFailed):
+            raise
+        raise ApplyFailed(f"{local.target}: {exc}; the old directory is kept") from None
+    _swap(nxt, local.target)
+
+
+def _after(gen: Generation, current: Current) -> Current:
+    return Current(
+        gen.number,
+        gen.digest,
+        "updated",
+        gen.weights.digest,
+        gen.weights.names,
+        {f.name: f.sha256 for f in gen.files},
+    )
+
+
+def _removed(index: Index, gen: Generation, current: Current, names: list[str]) -> list[str]:
+    """Files the standby held that neither the generation it held nor the new one list:
+    someone else's, gone with the old directory."""
+    known = {*gen.weights.names, *(f.name for f in gen.files)}
+    if current.generation is not None:
+        before = index.generations[current.generation]
+        known |= {*before.weights.names, *(f.name for f in before.files)}
+    return sorted(n for n in names if n not in known)
+
+
+def sync(
+    fetcher: Fetcher,
+    result: SyncResult,
+    *,
+    lock_wait: float = 0.0,
+    reload: Reload | None = None,
+) -> SyncResult:
     """Bring ``result.target`` to ``result.generation``, filling in ``result`` as it goes
     (so a caller that catches an error still knows what the standby holds)."""
     t0 = time.perf_counter()
     target, generation = result.target, result.generation
     result.fetch = fetcher.stats
     index = read_index(fetcher)
-    local = Local(target, index.layout)
-    with local.locked():
+    local = Local(target)
+    with local.locked(lock_wait):
         local.clean_leftovers()
         for attempt in (1, 2):
             current = local.current(index)
             result.previous, result.found_by = current.generation, current.how
-            route = plan_route(index, current.generation, generation)
-            want = index.generations[generation].digest
-            if current.digest == want:
+            route = plan_route(index, current.weights_digest, generation)
+            gen = index.generations[generation]
+            if current.digest == gen.digest:
                 if current.how == "hashed":
-                    local.remember(generation, want)
+                    local.remember(generation, current, local.served())
                 result.status = "current"
                 break
+            steps = plan_files(gen, current)
             result.route = route.reason
+            result.files = {
+                k: [s.file.name for s in steps if s.how == k] for k in (KEEP, PATCH, WHOLE)
+            }
+            t1 = time.perf_counter()
             try:
-                got = _download(fetcher, local, route)
+                got = _download(fetcher, local, route, steps)
             except NotFound:
                 if attempt == 2:
                     raise
                 index = read_index(fetcher)  # pruned meanwhile: plan again on the new index
                 continue
-            try:
-                _apply_route(local, index, route, got)
-            except DownloadCorrupt:
-                raise
-            except WeightsError as exc:
-                raise ApplyFailed(f"{target}: {exc}; the old weights are kept") from None
-            local.remember(generation, want)
+            t2 = time.perf_counter()
+            names = [row[0] for row in local.signature()] if target.exists() else []
+            _stage_and_swap(_Stage(local, index, route, steps, current, got))
+            result.removed = _removed(index, gen, current, names)
+            local.remember(generation, _after(gen, current), local.served())
             for path in got.values():
                 path.unlink(missing_ok=True)
             shutil.rmtree(local.work, ignore_errors=True)
+            result.seconds_download, result.seconds_apply = t2 - t1, time.perf_counter() - t2
             result.status = "updated"
             break
+        if reload is not None:
+            result.reload = reload(generation, local.served())
+            with contextlib.suppress(OSError):
+                state_now = local.current(index)
+                local.remember(generation, state_now, result.reload.record())
     result.seconds = time.perf_counter() - t0
     return result

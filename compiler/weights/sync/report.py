@@ -11,13 +11,28 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
+from compiler.names import RELOAD_FAILED_METRIC, SERVED_METRIC
 from compiler.names import SYNC_JOB as JOB
 from compiler.names import WEIGHTS_METRIC as METRIC
 
-HELP = "Model generation of the weights this standby tier holds (0: none)"
+HELP = "Model generation of the weights this standby tier holds on disk (0: none)"
+SERVED_HELP = (
+    "Model generation every engine pod of this standby tier confirmed serving (0: not known)"
+)
+FAILED_HELP = "Engine pods of this standby tier that did not load the generation on disk"
+
+
+class Reloaded(Protocol):
+    """What the engines answered (``reload.Outcome``)."""
+
+    served: int | None
+
+    @property
+    def failed(self) -> int: ...
 
 
 @dataclass
@@ -29,10 +44,14 @@ class Reporter:
     timeout: float = 10.0
     error: str = ""
 
-    def push(self, generation: int | None) -> bool:
-        """Push the generation held (None: nothing); False (and ``error``) if it failed."""
+    def push(self, generation: int | None, reloaded: Reloaded | None = None) -> bool:
+        """Push the generation held (None: nothing) and, for a tier whose engines reload,
+        what they serve; False (and ``error``) if the push failed."""
         registry = CollectorRegistry()
         Gauge(METRIC, HELP, registry=registry).set(generation or 0)
+        if reloaded is not None:
+            Gauge(SERVED_METRIC, SERVED_HELP, registry=registry).set(reloaded.served or 0)
+            Gauge(RELOAD_FAILED_METRIC, FAILED_HELP, registry=registry).set(reloaded.failed)
         for attempt in range(self.attempts):
             try:
                 push_to_gateway(

@@ -1,15 +1,23 @@
-"""The store: a directory of anchors, deltas and manifests, and the one index over them.
+"""The store: anchors, deltas, manifests and files, and the one index over them.
 
-Layout (relative paths; the same keys work in an object store)::
+A generation is a whole model directory (``modeldir``): its safetensors weights and
+every other file beside them. Layout (relative paths; the same keys work in an object
+store)::
 
     index.json                      written last and atomically
-    manifests/<G>.json              the checkpoint manifest of generation G
-    deltas/<F>-<G>.delta            from the previous published generation F to G
-    anchors/<G>/<file>...           a full copy of generation G
+    manifests/<G>.json              the weights manifest of generation G
+    deltas/<F>-<G>.delta            the weights, from the previous published generation F
+    anchors/<G>/<file>...           a full copy of generation G's weights
+    files/<sha256>                  every other file, by content: stored once, whatever
+                                    its name and however many generations hold it
+    patches/<sha256>-<sha256>.zst   a byte patch between two versions of such a file
 
-The index maps each generation to its checkpoint digest and size, its manifest, its
-delta (base and target digests, size, sha256) and its anchor, if any. Every path and
-number in it is checked before it is used: the index comes over the network.
+The index maps each generation to its directory digest and size, its weights (their
+checkpoint digest and file names), its other files (name, size, sha256, and a patch
+from the previous generation's file of that name where one is smaller), its manifest,
+delta and anchor. Every path, name and number in it is checked before it is used, and
+each generation's digest is recomputed from what it lists: the index comes over the
+network.
 """
 
 from __future__ import annotations
@@ -19,19 +27,27 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.weights.manifest import MAX_CHUNK, MIN_CHUNK
+from compiler.weights.safetensors_io import INDEX_NAME
 from compiler.weights.sync.errors import StoreError
+from compiler.weights.sync.modeldir import ModelDirError, check_name, check_tree, dir_digest
 
 FORMAT = "standbyc-store"
-VERSION = 1
+VERSION = 2
 INDEX = "index.json"
-INDEX_CAP = 16 << 20
+INDEX_CAP = 64 << 20
 MAX_GENERATIONS = 100_000
 MAX_FILES = 100_000
 MAX_GENERATION = 10**15
-_PATH = re.compile(r"^(anchors|deltas|manifests)/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)?$")
-_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX = "[0-9a-f]{64}"
+_SEGMENT = r"(?!\.\.?(?:/|$))[A-Za-z0-9._-]+"  # not '.' or '..'
+_PATH = re.compile(
+    rf"(?:anchors|deltas|manifests)/{_SEGMENT}(?:/{_SEGMENT})?"
+    rf"|files/{_HEX}|patches/{_HEX}-{_HEX}\.zst"
+)
+_NAME = re.compile(_SEGMENT)
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_HEX64 = re.compile(_HEX)
 
 
 @dataclass(frozen=True)
@@ -54,15 +70,62 @@ class StoredFile:
 class Delta:
     base: int  # the generation this delta applies to
     file: StoredFile
-    base_digest: str
+    base_digest: str  # weights (checkpoint) digests
     target_digest: str
+
+
+@dataclass(frozen=True)
+class Patch:
+    base_sha256: str  # the content it applies to
+    file: StoredFile
+
+
+@dataclass(frozen=True)
+class PlainFile:
+    """A file of the model directory that is not its weights."""
+
+    name: str
+    size: int
+    sha256: str
+    patch: Patch | None = None  # from the previous generation's file of this name
+
+    @property
+    def stored(self) -> StoredFile:
+        return StoredFile(blob_path(self.sha256), self.size, self.sha256)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "size": self.size, "sha256": self.sha256}
+        if self.patch is not None:
+            out["patch"] = {"from": self.patch.base_sha256, **self.patch.file.to_json()}
+        return out
+
+
+def blob_path(sha256: str) -> str:
+    return f"files/{sha256}"
+
+
+def patch_path(base: str, target: str) -> str:
+    return f"patches/{base}-{target}.zst"
+
+
+@dataclass(frozen=True)
+class WeightsInfo:
+    digest: str  # the checkpoint digest (docs/delta-format.md)
+    names: tuple[str, ...]  # the index first when sharded, then the shards
+    size: int
+
+    @property
+    def sharded(self) -> bool:
+        return self.names[0] == INDEX_NAME
 
 
 @dataclass(frozen=True)
 class Generation:
     number: int
-    digest: str  # checkpoint digest (xxh3-128, docs/delta-format.md)
-    size: int  # checkpoint bytes
+    digest: str  # the model directory's digest (modeldir.dir_digest)
+    size: int  # bytes of every file in the directory
+    weights: WeightsInfo
+    files: tuple[PlainFile, ...]
     manifest: StoredFile
     delta: Delta | None
     anchor: tuple[StoredFile, ...]  # empty: no anchor
@@ -71,14 +134,26 @@ class Generation:
     def anchor_size(self) -> int:
         return sum(f.size for f in self.anchor)
 
-    def files(self) -> list[StoredFile]:
-        return [self.manifest, *([self.delta.file] if self.delta else []), *self.anchor]
+    def stored(self) -> list[StoredFile]:
+        """Every store file this generation names."""
+        out = [self.manifest, *([self.delta.file] if self.delta else []), *self.anchor]
+        for f in self.files:
+            out.append(f.stored)
+            if f.patch is not None:
+                out.append(f.patch.file)
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
             "generation": self.number,
             "digest": self.digest,
             "size": self.size,
+            "weights": {
+                "digest": self.weights.digest,
+                "files": list(self.weights.names),
+                "size": self.weights.size,
+            },
+            "files": [f.to_json() for f in self.files],
             "manifest": self.manifest.to_json(),
             "delta": None
             if self.delta is None
@@ -93,23 +168,7 @@ class Generation:
 
 
 @dataclass(frozen=True)
-class Layout:
-    """A store holds one checkpoint layout: one file (with its name) or a directory."""
-
-    file: str | None  # the file's name for a one-file checkpoint; None for a directory
-
-    def to_json(self) -> dict[str, Any]:
-        if self.file is None:
-            return {"type": "directory"}
-        return {"type": "file", "file": self.file}
-
-    def describe(self) -> str:
-        return f"one file {self.file!r}" if self.file else "a directory of shards"
-
-
-@dataclass(frozen=True)
 class Index:
-    layout: Layout
     chunk_size: int
     generations: dict[int, Generation]
 
@@ -117,8 +176,8 @@ class Index:
     def latest(self) -> int:
         return max(self.generations)
 
-    def by_digest(self, digest: str) -> int | None:
-        """The newest generation with this checkpoint digest."""
+    def by_digest(self, digest: str | None) -> int | None:
+        """The newest generation whose whole directory has this digest."""
         found = [g for g, gen in self.generations.items() if gen.digest == digest]
         return max(found) if found else None
 
@@ -126,7 +185,6 @@ class Index:
         return {
             "format": FORMAT,
             "version": VERSION,
-            "layout": self.layout.to_json(),
             "chunk_size": self.chunk_size,
             "latest": self.latest,
             "generations": [self.generations[g].to_json() for g in sorted(self.generations)],
@@ -152,8 +210,14 @@ def _int(v: object, where: str, hi: int = 1 << 62) -> int:
 
 
 def _str(v: object, pattern: re.Pattern[str], where: str, what: str) -> str:
-    if not isinstance(v, str) or not pattern.match(v) or ".." in v.split("/"):
+    if not isinstance(v, str) or not pattern.fullmatch(v):
         raise StoreError(f"{where}: {v!r} is not a valid {what}")
+    return v
+
+
+def _list(v: object, where: str, cap: int = MAX_FILES) -> list[Any]:
+    if not isinstance(v, list) or len(v) > cap:
+        raise StoreError(f"{where}: expected a list of at most {cap} entries")
     return v
 
 
@@ -167,42 +231,87 @@ def _file(v: object, where: str, *, named: bool = False) -> StoredFile:
     )
 
 
+def _plain(v: object, where: str) -> PlainFile:
+    d = _obj(v, where)
+    try:
+        name = check_name(d.get("name"), f"{where}.name")
+    except ModelDirError as exc:
+        raise StoreError(str(exc)) from None
+    sha = _str(d.get("sha256"), _HEX64, f"{where}.sha256", "sha256")
+    patch = None
+    if d.get("patch") is not None:
+        pd = _obj(d["patch"], f"{where}.patch")
+        base = _str(pd.get("from"), _HEX64, f"{where}.patch.from", "sha256")
+        patch = Patch(base, _file(pd, f"{where}.patch"))
+        if base == sha or patch.file.path != patch_path(base, sha):
+            raise StoreError(f"{where}.patch.path: must be {patch_path(base, sha)}")
+    return PlainFile(name, _int(d.get("size"), f"{where}.size"), sha, patch)
+
+
+def _weights(v: object, where: str) -> WeightsInfo:
+    d = _obj(v, where)
+    names = tuple(
+        _str(n, _NAME, f"{where}.files[{i}]", "weights file name")
+        for i, n in enumerate(_list(d.get("files"), f"{where}.files"))
+    )
+    if not names:
+        raise StoreError(f"{where}.files: empty")
+    return WeightsInfo(
+        digest=_str(d.get("digest"), _HEX32, f"{where}.digest", "digest"),
+        names=names,
+        size=_int(d.get("size"), f"{where}.size"),
+    )
+
+
+def _delta(v: object, number: int, where: str) -> Delta:
+    dd = _obj(v, where)
+    delta = Delta(
+        base=_int(dd.get("from"), f"{where}.from", MAX_GENERATION),
+        file=_file(dd, where),
+        base_digest=_str(dd.get("base_digest"), _HEX32, f"{where}.base_digest", "digest"),
+        target_digest=_str(dd.get("target_digest"), _HEX32, f"{where}.target_digest", "digest"),
+    )
+    if delta.base >= number:
+        raise StoreError(f"{where}.from: {delta.base} is not before {number}")
+    return delta
+
+
 def _generation(v: object, where: str) -> Generation:
     d = _obj(v, where)
     number = _int(d.get("generation"), f"{where}.generation", MAX_GENERATION)
-    delta = None
-    if d.get("delta") is not None:
-        dd = _obj(d["delta"], f"{where}.delta")
-        delta = Delta(
-            base=_int(dd.get("from"), f"{where}.delta.from", MAX_GENERATION),
-            file=_file(dd, f"{where}.delta"),
-            base_digest=_str(dd.get("base_digest"), _HEX32, f"{where}.delta", "digest"),
-            target_digest=_str(dd.get("target_digest"), _HEX32, f"{where}.delta", "digest"),
-        )
-        if delta.base >= number:
-            raise StoreError(f"{where}.delta.from: {delta.base} is not before {number}")
-    anchor = d.get("anchor") or []
-    if not isinstance(anchor, list) or len(anchor) > MAX_FILES:
-        raise StoreError(f"{where}.anchor: expected a list of files")
+    weights = _weights(d.get("weights"), f"{where}.weights")
+    files = tuple(
+        _plain(f, f"{where}.files[{i}]") for i, f in enumerate(_list(d.get("files"), where))
+    )
+    try:
+        check_tree([*weights.names, *(f.name for f in files)], where)
+    except ModelDirError as exc:
+        raise StoreError(str(exc)) from None
+    anchor = tuple(
+        _file(f, f"{where}.anchor[{i}]", named=True)
+        for i, f in enumerate(_list(d.get("anchor") or [], f"{where}.anchor"))
+    )
+    if anchor and sorted(f.name for f in anchor) != sorted(weights.names):
+        raise StoreError(f"{where}.anchor: must hold exactly the weights files")
+    delta = None if d.get("delta") is None else _delta(d["delta"], number, f"{where}.delta")
     gen = Generation(
         number=number,
         digest=_str(d.get("digest"), _HEX32, f"{where}.digest", "digest"),
         size=_int(d.get("size"), f"{where}.size"),
+        weights=weights,
+        files=files,
         manifest=_file(d.get("manifest"), f"{where}.manifest"),
         delta=delta,
-        anchor=tuple(_file(f, f"{where}.anchor[{i}]", named=True) for i, f in enumerate(anchor)),
+        anchor=anchor,
     )
-    if delta is not None and delta.target_digest != gen.digest:
-        raise StoreError(f"{where}.delta.target_digest: differs from the generation's digest")
+    if delta is not None and delta.target_digest != weights.digest:
+        raise StoreError(f"{where}.delta.target_digest: differs from the weights' digest")
+    expect = dir_digest(weights.digest, weights.names, ((f.name, f.size, f.sha256) for f in files))
+    if gen.digest != expect:
+        raise StoreError(f"{where}.digest: {gen.digest}, but what it lists has {expect}")
+    if gen.size != weights.size + sum(f.size for f in files):
+        raise StoreError(f"{where}.size: not the sum of its files' sizes")
     return gen
-
-
-def _layout(lay: dict[str, Any], where: str) -> Layout:
-    if lay.get("type") == "directory":
-        return Layout(None)
-    if lay.get("type") == "file":
-        return Layout(_str(lay.get("file"), _NAME, f"{where}: layout.file", "file name"))
-    raise StoreError(f"{where}: layout.type must be 'file' or 'directory'")
 
 
 def parse_index(raw: bytes, where: str) -> Index:
@@ -214,11 +323,18 @@ def parse_index(raw: bytes, where: str) -> Index:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise StoreError(f"{where}: not valid JSON: {exc}") from None
     d = _obj(doc, where)
-    if d.get("format") != FORMAT or d.get("version") != VERSION:
-        raise StoreError(f"{where}: not a {FORMAT} index version {VERSION}")
-    layout = _layout(_obj(d.get("layout"), f"{where}: layout"), where)
-    entries = d.get("generations")
-    if not isinstance(entries, list) or not entries or len(entries) > MAX_GENERATIONS:
+    if d.get("format") != FORMAT:
+        raise StoreError(f"{where}: not a {FORMAT} index")
+    if d.get("version") != VERSION:
+        raise StoreError(
+            f"{where}: a {FORMAT} index version {d.get('version')!r}; this standbyc reads "
+            f"version {VERSION} (whole model directories): publish into a new store"
+        )
+    chunk = _int(d.get("chunk_size"), f"{where}: chunk_size", MAX_CHUNK)
+    if chunk < MIN_CHUNK or chunk & (chunk - 1):
+        raise StoreError(f"{where}: chunk_size {chunk} must be a power of two in [4 KiB, 64 MiB]")
+    entries = _list(d.get("generations"), f"{where}: generations", MAX_GENERATIONS)
+    if not entries:
         raise StoreError(f"{where}: generations must be a non-empty list")
     gens: dict[int, Generation] = {}
     for i, e in enumerate(entries):
@@ -229,12 +345,12 @@ def parse_index(raw: bytes, where: str) -> Index:
     for gen in gens.values():
         if gen.delta is not None:
             base = gens.get(gen.delta.base)
-            if base is not None and base.digest != gen.delta.base_digest:
+            if base is not None and base.weights.digest != gen.delta.base_digest:
                 raise StoreError(
                     f"{where}: the delta of generation {gen.number} is for another base "
                     f"than generation {base.number}"
                 )
-    index = Index(layout, _int(d.get("chunk_size"), f"{where}: chunk_size"), gens)
+    index = Index(chunk, gens)
     if d.get("latest") != index.latest:
         raise StoreError(
             f"{where}: latest is {d.get('latest')!r}, the newest listed is {index.latest}"
@@ -247,7 +363,8 @@ def parse_index(raw: bytes, where: str) -> Index:
 
 @dataclass(frozen=True)
 class Route:
-    """How to reach a generation: an optional anchor to download, then deltas in order."""
+    """How to reach a generation's weights: keep the local ones, or an optional anchor to
+    download, then deltas in order."""
 
     target: int
     start: int | None  # the generation the deltas start from (the anchor's, or the current)
@@ -256,11 +373,18 @@ class Route:
     reason: str = ""
 
     @property
+    def keeps_local(self) -> bool:
+        """The weights on the standby are the target's already."""
+        return self.anchor is None and not self.deltas
+
+    @property
     def nbytes(self) -> int:
         anchor = self.anchor.anchor_size if self.anchor else 0
         return anchor + sum(g.delta.file.size for g in self.deltas if g.delta)
 
     def describe(self) -> str:
+        if self.keeps_local:
+            return "weights unchanged"
         steps = " -> ".join(str(g.number) for g in self.deltas)
         chain = f"{len(self.deltas)} delta(s) {self.start} -> {steps}" if self.deltas else ""
         if self.anchor is None:
@@ -279,24 +403,27 @@ def _walk_back(index: Index, target: int) -> list[Generation]:
     return out
 
 
-def plan_route(index: Index, current: int | None, target: int) -> Route:
-    """The fewest bytes to download to reach ``target`` from ``current`` (None: nothing)."""
+def plan_route(index: Index, weights: str | None, target: int) -> Route:
+    """The fewest weight bytes to download to reach ``target``'s weights from the local
+    weights with checkpoint digest ``weights`` (None: none usable)."""
     if target not in index.generations:
         raise StoreError(
             f"generation {target} is not published in the store (latest is {index.latest})"
         )
+    if weights is not None and index.generations[target].weights.digest == weights:
+        return Route(target, target, None, (), "weights unchanged: 0 bytes")
     walk = _walk_back(index, target)
     candidates: list[Route] = []
     for i, gen in enumerate(walk):
         deltas = tuple(reversed(walk[:i]))
-        if current is not None and gen.number == current:
-            candidates.append(Route(target, current, None, deltas))
+        if weights is not None and gen.weights.digest == weights:
+            candidates.append(Route(target, gen.number, None, deltas))
         if gen.anchor:
             candidates.append(Route(target, gen.number, gen, deltas))
     if not candidates:
         raise StoreError(
-            f"generation {target} cannot be reached: no anchor and no delta chain from the "
-            f"current generation {current}"
+            f"generation {target} cannot be reached: no anchor, and no delta chain from the "
+            "weights the standby holds"
         )
     best = min(candidates, key=lambda r: (r.nbytes, len(r.deltas)))
     others = sorted((r for r in candidates if r is not best), key=lambda r: r.nbytes)
