@@ -51,13 +51,16 @@ lint: install
 	$(BIN)/ruff format --check compiler tests bench
 	$(BIN)/mypy
 
-## bench: compile + validation timings, weight deltas versus the seed scheme and rsync, then
-## publish + sync end to end through nginx versus a full copy, the seed scheme and TRL's format
-bench: tools
+## bench: compile + validation timings, weight deltas versus the seed scheme and rsync,
+## publish + sync end to end through nginx versus a full copy, the seed scheme and TRL's format,
+## then a model directory: its sync against the file sync of a baseline revision, and a hot tier
+## of three engine pods from "published" to "every pod serves it"
+bench: tools $(TORCH_STAMP)
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
 	$(PY) bench/weights_bench.py
 	$(PY) bench/sync_bench.py
+	$(PY) bench/model_dir_bench.py
 
 ## image: the image the weight-sync Jobs run (needs a Docker engine; not used by the tests)
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)

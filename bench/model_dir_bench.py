@@ -1,0 +1,250 @@
+"""A Hugging Face model directory from one generation to the next, through nginx.
+
+Three measurements, each in the same run as its baseline:
+
+1. standbyc's directory sync against the file sync of a baseline revision (the state
+   before model directories: it published and synced the safetensors file alone), on the
+   same pair of generations: bytes fetched and wall time, for a standby one generation
+   behind and for a new one. The baseline's output is not a loadable directory (no
+   config.json, no tokenizer): the bytes it saves are the files it drops.
+2. For a hot tier of three engine pods (the SGLang-shaped test engine, on CPU, loading with
+   transformers), the time from "published" to "every pod serves it", split into download,
+   apply (stage, verify, swap) and reload.
+3. The failover plan's total for the example specs, at this revision and at the baseline.
+
+    python bench/model_dir_bench.py [--baseline REV] [--runs 3] [--hidden 512 --layers 8]
+
+The pod addresses need a name that resolves to several addresses: the sync runs in a mount
+namespace of its own with its own /etc/hosts (unshare; run as root). Results go to
+bench/results/model-dir-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.servers import Nginx, free_port  # noqa: E402
+from tests.sync import hfmodel  # noqa: E402
+
+BASELINE = "a97b590"  # the last revision before model directories (issue 21 was filed at it)
+PODS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+HOST = "bench-hot-engines.bench.svc"
+
+
+def standbyc(tree: Path, *args: str) -> tuple[dict[str, Any], float]:
+    """Run the standbyc of source tree ``tree``; its JSON output and wall time."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    t0 = time.perf_counter()
+    argv = [sys.executable, "-m", "compiler", *args, "--format", "json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tree, check=False)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"standbyc {' '.join(args)} ({tree}) failed:\n{proc.stderr}")
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc, wall
+
+
+def sync_pair(tree: Path, url: str, target: Path, runs: int) -> dict[str, Any]:
+    """Median over ``runs`` of syncing generation 2 onto a standby at 1, and onto nothing."""
+    behind, fresh = [], []
+    for _ in range(runs):
+        shutil.rmtree(target.parent, ignore_errors=True)
+        standbyc(tree, "weights", "sync", "--source", url, "--generation", "1",
+                 "--target", str(target))  # fmt: skip
+        behind.append(standbyc(tree, "weights", "sync", "--source", url, "--generation", "2",
+                               "--target", str(target)))  # fmt: skip
+        shutil.rmtree(target.parent, ignore_errors=True)
+        fresh.append(standbyc(tree, "weights", "sync", "--source", url, "--generation", "2",
+                              "--target", str(target)))  # fmt: skip
+    return {
+        "behind": {"bytes": behind[0][0]["bytes_fetched"],
+                   "seconds": statistics.median(w for _, w in behind)},
+        "new_standby": {"bytes": fresh[0][0]["bytes_fetched"],
+                        "seconds": statistics.median(w for _, w in fresh)},
+        "files": sorted(p.relative_to(target).as_posix() for p in target.rglob("*")
+                        if p.is_file()),
+    }  # fmt: skip
+
+
+def compare_sync(gens: dict[int, Path], baseline: Path, work: Path, runs: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for label, tree, source in (
+        ("baseline file sync", baseline, {g: gens[g] / "model.safetensors" for g in gens}),
+        ("directory sync", ROOT, gens),
+    ):
+        store = work / label.replace(" ", "-") / "store"
+        store.mkdir(parents=True)
+        nginx = Nginx(store, store.parent / "nginx", free_port())
+        nginx.start()
+        try:
+            for g in (1, 2):
+                standbyc(tree, "weights", "publish", str(source[g]), "--to", str(store),
+                         "--generation", str(g))  # fmt: skip
+            target = store.parent / "weights" / "hot" / "model"
+            out[label] = sync_pair(tree, nginx.url, target, runs)
+        finally:
+            nginx.stop()
+    return out
+
+
+def _engine(address: str, port: int, model: Path, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.sync.engine", "--host", address, "--port", str(port),
+         "--model-path", str(model), "--log", str(log)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _wait(address: str, port: int) -> None:
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            urllib.request.urlopen(f"http://{address}:{port}/health", timeout=2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"engine {address} did not start") from None
+            time.sleep(0.2)
+
+
+def hot_tier(gens: dict[int, Path], work: Path, runs: int) -> dict[str, Any]:
+    """Published -> every pod serves it, for three pods."""
+    store = work / "hot" / "store"
+    store.mkdir(parents=True)
+    nginx = Nginx(store, store.parent / "nginx", free_port())
+    nginx.start()
+    hosts = work / "hot" / "hosts"
+    hosts.write_text("".join(f"{a} {HOST}\n" for a in PODS))
+    samples: list[dict[str, float]] = []
+    try:
+        standbyc(ROOT, "weights", "publish", str(gens[1]), "--to", str(store), "--generation", "1")
+        for run in range(runs):
+            target = work / "hot" / f"weights-{run}" / "hot" / "model"
+            standbyc(ROOT, "weights", "sync", "--source", nginx.url, "--generation", "1",
+                     "--target", str(target))  # fmt: skip
+            port = free_port()
+            procs = [_engine(a, port, target, work / "hot" / f"{a}-{run}.log") for a in PODS]
+            try:
+                for a in PODS:
+                    _wait(a, port)
+                if run == 0:
+                    published = standbyc(ROOT, "weights", "publish", str(gens[2]), "--to",
+                                         str(store), "--generation", "2")[1]  # fmt: skip
+                argv = [sys.executable, "-m", "compiler", "weights", "sync", "--source",
+                        nginx.url, "--generation", "2", "--target", str(target), "--reload",
+                        "sglang", "--engines", f"http://{HOST}:{port}", "--engine-model-path",
+                        str(target), "--format", "json"]  # fmt: skip
+                t0 = time.perf_counter()
+                proc = subprocess.run(
+                    ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                     'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts), *argv],
+                    capture_output=True, text=True, cwd=ROOT, check=False,
+                    env={**os.environ, "PYTHONPATH": str(ROOT)},
+                )  # fmt: skip
+                wall = time.perf_counter() - t0
+                doc = json.loads(proc.stdout)
+                if proc.returncode != 0 or doc["reload"]["failed"]:
+                    raise SystemExit(f"the hot tier sync failed:\n{proc.stderr}{proc.stdout}")
+                samples.append({
+                    "total": wall,
+                    "download": doc["seconds_download"],
+                    "apply": doc["seconds_apply"],
+                    "reload": doc["reload"]["seconds"],
+                    "bytes": doc["bytes_fetched"],
+                })  # fmt: skip
+            finally:
+                for p in procs:
+                    p.terminate()
+                    p.wait(timeout=30)
+    finally:
+        nginx.stop()
+    return {
+        "publish_seconds": published,
+        **{k: statistics.median(s[k] for s in samples) for k in samples[0]},
+    }
+
+
+def plan_totals(baseline: Path) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for label, tree in (("baseline", baseline), ("now", ROOT)):
+        doc, _ = standbyc(tree, "plan", str(tree / "specs"))
+        for spec in doc["specs"]:
+            out.setdefault(spec["directory"], {})[label] = spec["failover"]["seconds"]
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--baseline", default=BASELINE, help="the revision to compare with")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=32000)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="standbyc-model-dir-") as tmp:
+        work = Path(tmp)
+        baseline = work / "baseline"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(baseline),
+                        args.baseline], check=True, capture_output=True)  # fmt: skip
+        try:
+            print(f"building the model (hidden {args.hidden}, {args.layers} layers, "
+                  f"vocabulary {args.vocab}) ...", flush=True)  # fmt: skip
+            gens = hfmodel.build(work / "model", hidden=args.hidden, layers=args.layers,
+                                 vocab=args.vocab, lr=1e-5)  # fmt: skip
+            sizes = {g: sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+                     for g, d in gens.items()}  # fmt: skip
+            results = {
+                "baseline": args.baseline,
+                "directory_bytes": sizes,
+                "weights_bytes": (gens[2] / "model.safetensors").stat().st_size,
+                "sync": compare_sync(gens, baseline, work, args.runs),
+                "hot_tier": hot_tier(gens, work, args.runs),
+                "plan": plan_totals(baseline),
+            }
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                            str(baseline)], check=False, capture_output=True)  # fmt: skip
+    report(results)
+    out = ROOT / "bench" / "results" / f"model-dir-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"\nresults: {out}")
+
+
+def report(r: dict[str, Any]) -> None:
+    print(f"\nmodel directory: {r['directory_bytes'][2]} bytes, of which weights "
+          f"{r['weights_bytes']}")  # fmt: skip
+    print("\n| sync | one generation behind | a new standby | files delivered |")
+    print("|---|---:|---:|---|")
+    for label, s in r["sync"].items():
+        b, n = s["behind"], s["new_standby"]
+        print(f"| {label} ({r['baseline'] if 'baseline' in label else 'now'}) | "
+              f"{b['bytes']} B, {b['seconds']:.2f} s | {n['bytes']} B, {n['seconds']:.2f} s | "
+              f"{', '.join(s['files'])} |")  # fmt: skip
+    h = r["hot_tier"]
+    print(f"\nhot tier, 3 pods: published in {h['publish_seconds']:.2f} s; then every pod "
+          f"serves it after {h['total']:.2f} s (median): download {h['download']:.3f} s, "
+          f"apply {h['apply']:.3f} s, reload {h['reload']:.2f} s; "
+          f"{h['bytes']:.0f} bytes fetched")  # fmt: skip
+    print("\n| spec | failover before | after |")
+    print("|---|---:|---:|")
+    for name, t in r["plan"].items():
+        print(f"| {name} | {t.get('baseline', float('nan')):.2f} s | {t['now']:.2f} s |")
+
+
+if __name__ == "__main__":
+    main()
