@@ -13,6 +13,7 @@ a pod that is down, a reload that takes too long, and a second sync while a relo
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.sync import hfmodel
 from tests.sync.conftest import (
@@ -35,8 +37,10 @@ from tests.sync.conftest import (
     tree_bytes,
     with_arg,
 )
+from tests.sync.test_report import SPEC_DIR, _expected, _promtool_test
 
 TARGET = "hot/llama-7b"
+PUSHED = re.compile(r"^(standbyc_weights_\w+\{[^}]*\}) (\S+)$", re.MULTILINE)
 POD_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 REPO = Path(__file__).resolve().parents[2]
 
@@ -180,6 +184,15 @@ def _run(setup: Setup, cmd: list[str] | None = None) -> tuple[int, dict[str, Any
     return proc.returncode, doc, proc.stderr + proc.stdout
 
 
+def _deployed_rule(compiled: Path, alert: str) -> dict[str, Any]:
+    obj = yaml.safe_load(
+        (compiled / SPEC_DIR / "prometheusrule-inference-engine-failover.yaml").read_text()
+    )
+    rule: dict[str, Any] = next(r for r in obj["spec"]["groups"][0]["rules"]
+                                if r.get("alert") == alert)  # fmt: skip
+    return rule
+
+
 def _outcomes(doc: dict[str, Any]) -> dict[str, str]:
     return {p["address"]: p["outcome"] for p in doc["reload"]["pods"]}
 
@@ -223,11 +236,12 @@ def test_every_hot_pod_serves_the_new_generation_without_a_restart(
 
 def test_a_pod_that_refuses_or_is_down_does_not_stop_the_others(
     *, hf: dict[int, Path], reference: dict[int, Any], nginx: Nginx, compiled: Path,
-    tmp_path: Path, engines: Any,
+    pushgateway: Pushgateway, tmp_path: Path, engines: Any,
 ) -> None:  # fmt: skip
     port = free_port()
     down = "127.0.0.5"  # listed by the name, nothing listens there
-    setup = _setup(hf, nginx, compiled, tmp_path, port=port, addresses=(*POD_ADDRESSES, down))
+    setup = _setup(hf, nginx, compiled, tmp_path, port=port, addresses=(*POD_ADDRESSES, down),
+                   pushgateway=pushgateway.url)  # fmt: skip
     flags = {a: (["--refuse"] if a == "127.0.0.3" else []) for a in POD_ADDRESSES}
     pods = engines(port, setup.weights / TARGET, flags)
     code, doc, err = _run(setup)
@@ -243,6 +257,16 @@ def test_a_pod_that_refuses_or_is_down_does_not_stop_the_others(
     assert by_address["127.0.0.2"].logprobs() == reference[2]
     assert by_address["127.0.0.4"].logprobs() == reference[2]
     assert by_address["127.0.0.3"].logprobs() == reference[1]  # still the old one
+
+    # What the Job pushed, exactly as the Pushgateway exposes it, fires the compiled alert.
+    pushed = {m[1]: float(m[2]) for m in PUSHED.finditer(pushgateway.metrics())}
+    assert pushed[next(k for k in pushed if k.startswith("standbyc_weights_served"))] == 0
+    assert pushed[next(k for k in pushed if k.startswith("standbyc_weights_reload_failed"))] == 2
+    rule = _deployed_rule(compiled, "StandbyServingOldWeights")
+    labels = {"namespace": "inference-system", "standbyc_spec": "inference-engine", "tier": "hot"}
+    expect = {"StandbyServingOldWeights": [_expected(rule, labels, 0, 2)]}
+    result = _promtool_test(compiled, tmp_path, pushed, expect)
+    assert result.returncode == 0, result.stdout + result.stderr
 
     # A rerun (the Job's retry) asks only the pods that did not confirm 42.
     code, doc, _ = _run(setup)
