@@ -44,7 +44,7 @@ test: tools lint $(TORCH_STAMP)
 ## compile (nightly)
 fuzz: tools $(TORCH_STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest tests/test_property.py tests/test_yamlio.py \
-	  tests/weights/test_fuzz.py tests/test_compile_kills.py
+	  tests/weights/test_fuzz.py tests/test_compile_kills.py tests/sync/test_hostile_fuzz.py
 
 lint: install
 	$(BIN)/ruff check compiler tests bench
@@ -53,14 +53,16 @@ lint: install
 
 ## bench: compile + validation timings, weight deltas versus the seed scheme and rsync,
 ## publish + sync end to end through nginx versus a full copy, the seed scheme and TRL's format,
-## then a model directory: its sync against the file sync of a baseline revision, and a hot tier
-## of three engine pods from "published" to "every pod serves it"
+## a model directory: its sync against the file sync of a baseline revision, and a hot tier of
+## three engine pods from "published" to "every pod serves it"; then hostile stores, bad input
+## and full disks, this revision against the baseline
 bench: tools $(TORCH_STAMP)
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
 	$(PY) bench/weights_bench.py
 	$(PY) bench/sync_bench.py
 	$(PY) bench/model_dir_bench.py
+	$(PY) bench/fault_bench.py
 
 ## image: the image the weight-sync Jobs run (needs a Docker engine; not used by the tests)
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)

@@ -178,7 +178,7 @@ def compile_tree(
         if write:
             written = outdir.replace(out, build, validate=gate if validate else None)
         else:
-            build(outdir.read(out))
+            build(outdir.read_settled(out))
     except SpecError as exc:
         return Result(out, diagnostics=exc.diagnostics, skipped=skipped)
     except _Rejected:

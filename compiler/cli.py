@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import sys
 import traceback
 from collections.abc import Sequence
@@ -11,7 +12,13 @@ from collections.abc import Sequence
 from compiler import __version__, output
 from compiler.commands import COMMANDS
 from compiler.commands._common import Rerun
-from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, StandbycError
+from compiler.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERNAL,
+    NoSpace,
+    StandbycError,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile standby specs (a model served by hot, warm and cold standby "
         "tiers, and the network they share) into validated Kubernetes objects in out/, and "
         "move model weights to the standbys by sending only what changed.",
-        epilog="Exit codes: 0 ok; 1 a check or validation said no; 2 bad input or usage; "
-        "3 a bug in standbyc; 4 (weights sync) the store did not answer.",
+        epilog="Exit codes: 0 ok; 1 a check or validation said no; 2 bad input or usage (a "
+        "full disk included); 3 a bug in standbyc; 4 (weights sync) the store did not answer; "
+        "5 (weights sync) on disk, but not every engine loaded it.",
     )
     parser.add_argument("--version", action="version", version=f"standbyc {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for every error")
@@ -78,7 +86,18 @@ def _error_document(exc: StandbycError) -> dict[str, object]:
 def _dispatch(args: argparse.Namespace) -> int | Rerun:
     """Run the command; the one place where outcomes become exit codes."""
     try:
-        code: int | Rerun = args.func(args)
+        try:
+            code: int | Rerun = args.func(args)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # A full disk is the machine's state, not a bug: every writer removes its
+            # temporary files on the way out, so the message is all that is left to do.
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise NoSpace(
+                f"no space left on the device{where}; what was there before is unchanged and "
+                "the temporary files are removed"
+            ) from None
     except StandbycError as exc:
         if args.debug:
             traceback.print_exc()

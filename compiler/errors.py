@@ -88,6 +88,10 @@ class TemplateError(StandbycError):
     exit_code = EXIT_BAD_INPUT
 
 
+class NoSpace(StandbycError):
+    """The disk standbyc writes to is full; what it wrote in the meantime is removed."""
+
+
 class CheckFailed(StandbycError):
     """``standbyc check`` found ``out/`` stale."""
 

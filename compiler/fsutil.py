@@ -8,25 +8,60 @@ import ctypes.util
 import fcntl
 import functools
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from compiler.errors import UsageError
+
+
+def resolved(path: Path) -> Path:
+    """``path.resolve()``, or a UsageError naming the path when it cannot be resolved (a
+    symlink loop, which pathlib reports as a RuntimeError)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:
+        raise UsageError(f"{path}: cannot be resolved ({exc}): a symlink loop?") from None
+
+
+def _flock(fd: int, op: int, wait: float, busy: Exception) -> None:
+    """Take flock ``op`` on ``fd``, retrying for ``wait`` seconds; then raise ``busy``."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise busy from None
+            time.sleep(0.05)
+
 
 @contextlib.contextmanager
-def exclusive(path: Path, busy: Exception) -> Iterator[None]:
+def exclusive(path: Path, busy: Exception, wait: float = 0.0) -> Iterator[None]:
     """Hold an exclusive flock on ``path`` (a directory, or a lock file created if needed);
-    raise ``busy`` at once if another process holds it. The kernel drops the lock when the
-    holder dies, so a killed run never leaves a stale lock."""
+    raise ``busy`` if another process still holds it after ``wait`` seconds. The kernel
+    drops the lock when the holder dies, so a killed run never leaves a stale lock."""
     flags = os.O_RDONLY | os.O_DIRECTORY if path.is_dir() else os.O_RDWR | os.O_CREAT
     fd = os.open(path, flags, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise busy from None
+        _flock(fd, fcntl.LOCK_EX, wait, busy)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def shared(path: Path, wait: float, busy: Exception) -> Iterator[None]:
+    """Hold a shared flock on the directory ``path``: readers together, never while a
+    writer holds ``exclusive`` on it. Waits up to ``wait`` seconds for the writer, then
+    raises ``busy``."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _flock(fd, fcntl.LOCK_SH, wait, busy)
+        yield
+    finally:
+        os.close(fd)
 
 
 def fsync_path(path: Path) -> None:

@@ -24,6 +24,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
 from compiler.errors import Location, SpecError
+from compiler.fsutil import resolved
 
 MAX_SPEC_BYTES = 1024 * 1024  # a spec is a page of YAML; anything larger is a mistake
 MAX_NODES = 20_000  # guards against alias expansion ("billion laughs")
@@ -257,6 +258,6 @@ def read_spec(path: Path, shown: str) -> str:
 def display_path(path: Path) -> str:
     """The path relative to the working directory when it is below it (stable in output)."""
     try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        return resolved(path).relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
         return path.as_posix()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from compiler import yamlio
 from compiler.errors import UsageError
-from compiler.fsutil import exchange, exclusive, fsync_path, sync_files
+from compiler.fsutil import exchange, exclusive, fsync_path, resolved, shared, sync_files
 
 MAX_OWNED_BYTES = 16 * 1024 * 1024
 
@@ -118,10 +118,31 @@ def diff(current: dict[str, str], desired: dict[str, str], out_name: str) -> str
     return "".join(chunks)
 
 
+# A compile waits this long for the lock: a `check` reading out/ holds it for as long as
+# the read takes; another compile holds it for all of its compile and gate, and then this
+# one is refused rather than queued (so its output is never silently lost).
+LOCK_WAIT = 10.0
+
+
 def locked(out: Path) -> contextlib.AbstractContextManager[None]:
     """One standbyc at a time per output directory (a lock on its parent: no stray file)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    return exclusive(out.parent, UsageError(f"another standbyc is writing {out}; try again"))
+    busy = UsageError(f"another standbyc is writing {out}; try again")
+    return exclusive(out.parent, busy, LOCK_WAIT)
+
+
+READ_WAIT = 600.0  # seconds a reader waits for a compile writing the same out/
+
+
+def read_settled(out: Path) -> Contents:
+    """``out/`` as one state, the old tree or the new one: read under a shared lock on the
+    lock a compile holds while it stages, swaps and cleans up (``standbyc check`` reads
+    this way; a check during a compile waits for it)."""
+    if not out.parent.is_dir():
+        return read(out)
+    busy = UsageError(f"a standbyc compile has been writing {out} for {READ_WAIT:g} s")
+    with shared(out.parent, READ_WAIT, busy):
+        return read(out)
 
 
 def recover(out: Path) -> None:
@@ -146,9 +167,8 @@ def _carry(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> tuple[Path, list[Path]]:
-    """The staged tree, and the files written into it (not yet flushed to disk)."""
-    staging = _sibling(out, "new")
+def _stage(out: Path, staging: Path, contents: Contents, desired: dict[str, str]) -> list[Path]:
+    """Build the staged tree; return the files written into it (not yet flushed to disk)."""
     staging.mkdir()
     theirs = [*contents.foreign, *contents.links, *contents.fifos]
     for rel in theirs:
@@ -177,7 +197,7 @@ def _stage(out: Path, contents: Contents, desired: dict[str, str]) -> tuple[Path
         with target.open("w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
         written.append(target)
-    return staging, written
+    return written
 
 
 def check_target(out: Path, sources: list[Path]) -> Path:
@@ -187,10 +207,10 @@ def check_target(out: Path, sources: list[Path]) -> Path:
     if out.is_symlink():
         if not out.exists():
             raise UsageError(f"--out {shown}: a symlink to {out.readlink()}, which does not exist")
-        out = out.resolve()
+        out = resolved(out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {shown}: exists and is not a directory")
-    real = out.resolve()
+    real = resolved(out)
     here = Path.cwd().resolve()
     if real == Path(real.anchor) or real == here or real in here.parents:
         raise UsageError(
@@ -198,7 +218,7 @@ def check_target(out: Path, sources: list[Path]) -> Path:
             "name a directory of its own, such as out"
         )
     for src in sources:
-        s = src.resolve()
+        s = resolved(src)
         if s == real or real in s.parents or s in real.parents:
             raise UsageError(
                 f"--out {shown} and the spec path {src} contain one another; "
@@ -240,8 +260,9 @@ def _replace_locked(
         if validate is not None:
             validate(out)
         return False
-    staging, written = _stage(out, contents, desired)
+    staging = _sibling(out, "new")
     try:
+        written = _stage(out, staging, contents, desired)
         # Written files are durable before the swap makes them out/; the flush (I/O) runs
         # while the gate validates the staged tree (CPU), not before it.
         with ThreadPoolExecutor(max_workers=1) as flusher:

@@ -22,6 +22,7 @@ from compiler import cache, kinds, yamlio
 from compiler.checks import check_spec
 from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
+from compiler.fsutil import resolved
 from compiler.load import LoadedSpec, Positions, display_path, load_text, read_spec
 from compiler.plan import Plan, build
 from compiler.render import render_all
@@ -94,7 +95,7 @@ def discover_specs(paths: Sequence[Path]) -> Discovery:
         raise UsageError(f"no spec files (*.yaml) found in {', '.join(map(str, paths))}")
     unique: dict[Path, Path] = {}
     for p in found:
-        unique.setdefault(p.resolve(), p)
+        unique.setdefault(resolved(p), p)
     return Discovery(list(unique.values()), skipped)
 
 
@@ -118,7 +119,7 @@ def kustomization(resource_paths: Sequence[str]) -> dict[str, Any]:
 def header_source(path: Path, root: Path) -> str:
     """How a file's header names its spec: relative to ``root`` (out/'s parent), so the
     same specs give the same bytes whatever directory standbyc runs from."""
-    return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
+    return Path(os.path.relpath(resolved(path), resolved(root))).as_posix()
 
 
 def _render(

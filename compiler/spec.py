@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from compiler import units
+from compiler import units, urls
 
 API_VERSION = "standbyc.dev/v1alpha1"
 KIND = "StandbySpec"
@@ -153,7 +153,16 @@ LabelValue = Annotated[
 ]
 Labels = dict[LabelKey, LabelValue]
 Image = Annotated[str, _pattern(_IMAGE, "container image reference"), _schema(_IMAGE.pattern)]
-Url = Annotated[str, _pattern(_URL, "http(s) URL"), _schema(_URL.pattern)]
+
+
+def _http_url(value: str) -> str:
+    urls.http_url(value)  # what the weight-sync Job would refuse, refused here
+    return value
+
+
+Url = Annotated[
+    str, _pattern(_URL, "http(s) URL"), AfterValidator(_http_url), _schema(_URL.pattern)
+]
 Quantity = Annotated[
     str,
     _pattern(_QUANTITY, "Kubernetes quantity (for example 500m, 2Gi)"),
@@ -239,6 +248,20 @@ Ratio = Annotated[
 ]
 
 
+def _between(lo: int, hi: int) -> AfterValidator:
+    """A duration within [lo, hi] milliseconds, said in the spec's own units."""
+
+    def check(value: int) -> int:
+        if not lo <= value <= hi:
+            raise ValueError(
+                f"{units.prom_duration(value)} is out of range: from "
+                f"{units.prom_duration(lo)} to {units.prom_duration(hi)}"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
 class Model(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
@@ -279,8 +302,8 @@ class Reload(Model):
     port: Port | None = Field(
         None, description="the engines' HTTP API port (default engine.ports.serving)"
     )
-    timeout: Millis = Field(
-        10 * 60_000, ge=1000, le=6 * 3600_000, description="how long one pod may take to load"
+    timeout: Annotated[Millis, _between(1000, 6 * 3600_000)] = Field(
+        10 * 60_000, description="how long one pod may take to load"
     )
     model: ServedModelName | None = Field(
         None, description="triton: the model's name in its repository (default model.name)"
@@ -574,9 +597,14 @@ class TierLabelsMissingAlert(DurationAlert):
     severity: Severity = "warning"
 
 
+# Prometheus takes intervals in whole seconds at the finest worth having; an hour is as
+# coarse as an alert on failover traffic can be.
+Interval = Annotated[Millis, _between(1000, 3600_000)]
+
+
 class Alerts(Model):
-    evaluation_interval: Millis = 30_000
-    scrape_interval: Millis = 30_000
+    evaluation_interval: Interval = 30_000
+    scrape_interval: Interval = 30_000
     runbook_base_url: Url = "https://runbooks.example.com/standbyc"
     rule_labels: Labels = Field(
         default_factory=lambda: {"release": "kube-prometheus-stack"},

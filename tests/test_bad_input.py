@@ -116,6 +116,23 @@ EXPECTED = {
     "not-a-mapping": (
         "1:1: expected a mapping with apiVersion, kind, metadata and spec, got a list"
     ),
+    # Bounds that keep one spec's compile within seconds (the generated promtool series).
+    "evaluation-interval-1ms": (
+        "7:25: spec.alerts.evaluationInterval: 1ms is out of range: from 1s to 1h"
+    ),
+    "for-of-1000h": (
+        "8:12: spec.alerts.weightsBehind.for: for of 41d16h at scrapeInterval 30s makes "
+        "generated test series of 120000 samples; at most 3000 (keep for within 1d1h)"
+    ),
+    # What the weight-sync Job would refuse, refused at the spec's line and column.
+    "pushgateway-url-unclosed-bracket": (
+        "8:20: spec.weightSync.report.pushgateway: 'http://[host:9091' is not a valid URL: "
+        "Invalid IPv6 URL"
+    ),
+    "store-url-port-out-of-range": (
+        "8:12: spec.weightSync.store.url: 'http://store.example.com:99999/' is not a valid "
+        "URL: Port out of range 0-65535"
+    ),
 }
 
 
@@ -188,6 +205,17 @@ def test_missing_path_is_a_usage_error(bad_dir: Path) -> None:
     result = run_cli("compile", "nope.yaml")
     assert result.code == 2
     assert result.err == "standbyc: nope.yaml: no such file or directory\n"
+
+
+@pytest.mark.parametrize("command", ["compile", "plan"])
+def test_a_spec_path_that_is_a_symlink_loop(command: str, tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").symlink_to(tmp_path / "b.yaml")
+    (tmp_path / "b.yaml").symlink_to(tmp_path / "a.yaml")
+    extra = ["--no-validate", "--out", str(tmp_path / "out")] if command == "compile" else []
+    result = run_cli(command, str(tmp_path / "a.yaml"), *extra)
+    assert result.code == 2, result.err
+    assert "a.yaml: cannot be resolved" in result.err and "a symlink loop" in result.err
+    assert "Traceback" not in result.err
 
 
 def test_unknown_option_is_a_usage_error() -> None:

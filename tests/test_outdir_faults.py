@@ -3,11 +3,14 @@ concurrent compiles."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +125,60 @@ def test_concurrent_compiles_never_report_success_for_lost_output(tmp_path: Path
         for spec, code in codes.items():
             if code == 0:
                 assert (tmp_path / "out" / dirs[spec]).is_dir(), (codes, spec)
+
+
+def test_check_during_a_compile_reads_one_state_of_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compile that swaps out/ while a check is half-way through reading it: the check
+    must see the tree it started on, or the whole new one, never half of each."""
+    spec = (REPO / "specs" / "inference-engine.yaml").read_text()
+    for name, generation in (("v1", "42"), ("v2", "43")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "spec.yaml").write_text(
+            spec.replace("generation: 42", f"generation: {generation}")
+        )
+    monkeypatch.chdir(tmp_path)
+    assert run_cli("compile", "--no-validate", "--out", "out", "v1/spec.yaml").code == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    real_scandir = os.scandir
+    started: list[subprocess.Popen[bytes]] = []
+
+    def scandir(path: Any) -> Any:
+        # Half-way through the read (the spec's directory), another process compiles v2.
+        if str(path).endswith("inference-system/inference-engine") and not started:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "compiler", "compile", "--no-validate", "--out", "out",
+                 "v2/spec.yaml"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            started.append(proc)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)  # it swaps now, unless the check's lock holds it off
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    result = run_cli("check", "v1/spec.yaml", "--out", "out", "--format", "json")
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    assert started and started[0].wait(timeout=60) == 0  # the compile went through after
+    assert result.code == 0, result.out  # the state it started on: v1's, up to date
+    assert json.loads(result.out)["stale"] == []
+    after = run_cli("check", "v1/spec.yaml", "--out", "out", "--format", "json")
+    assert after.code == 1 and json.loads(after.out)["stale"]  # and now it is v2's
+
+
+def test_a_fifo_and_a_link_to_a_device_in_out_are_named_not_read(workdir: Path) -> None:
+    assert run_cli("compile", "--no-validate").code == 0
+    os.mkfifo(workdir / "out" / "extra.yaml")
+    (workdir / "out" / "zero.yaml").symlink_to("/dev/zero")
+    argv = [sys.executable, "-m", "compiler"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for args in (["validate", "out"], ["compile"]):
+        proc = subprocess.run([*argv, *args], cwd=workdir, env=env, capture_output=True,
+                              text=True, timeout=300, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        if args[0] == "validate":
+            for name in ("extra.yaml", "zero.yaml"):
+                assert f"warning: out/{name}: not validated: not a regular file" in proc.stdout
+    assert (workdir / "out" / "zero.yaml").is_symlink()  # the user's entries are kept
+    assert not (workdir / ".out.standbyc-new").exists()

@@ -40,6 +40,10 @@ ALERTS: tuple[ModuleType, ...] = (
 # A rate window must hold this many scrapes to survive one missed scrape (Prometheus'
 # guidance: four); with two, one missed scrape empties the window and resolves the alert.
 MIN_SCRAPES = 4
+# The generated promtool cases hold series of (window + for + keepFiringFor) / scrape
+# samples; building them takes about a millisecond per sample and alert. Beyond this, one
+# spec would compile for minutes (a for of 1000h: 120,000 samples).
+MAX_SAMPLES = 3000
 
 
 def field(module: ModuleType) -> str:
@@ -77,6 +81,22 @@ def timing_problems(alerts: Any) -> list[Problem]:
                     f"{MIN_SCRAPES} scrapes at scrapeInterval "
                     f"{units.prom_duration(alerts.scrape_interval)}; with fewer, one missed "
                     "scrape resolves the alert",
+                )
+            )
+    for module in ALERTS:
+        cfg = getattr(alerts, field(module))
+        span = cfg.for_ + (cfg.window if module.RATE else 0)
+        span += getattr(cfg, "keep_firing_for", None) or 0
+        samples = span // alerts.scrape_interval
+        if samples > MAX_SAMPLES:
+            most = units.prom_duration(MAX_SAMPLES * alerts.scrape_interval)
+            what = "for + window + keepFiringFor" if module.RATE else "for"
+            out.append(
+                (
+                    ("spec", "alerts", module.KEY, "for"),
+                    f"{what} of {units.prom_duration(span)} at scrapeInterval "
+                    f"{units.prom_duration(alerts.scrape_interval)} makes generated test series "
+                    f"of {samples} samples; at most {MAX_SAMPLES} (keep {what} within {most})",
                 )
             )
     return out

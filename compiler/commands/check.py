@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from compiler.commands._common import add_compile_options
 from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from compiler.fsutil import resolved
 
 if TYPE_CHECKING:
     from compiler.api import Result
@@ -36,7 +37,7 @@ def specs_for(changed: list[str], specs: list[Path], out: Path) -> list[Path] | 
     """
     from compiler.pipeline import header_source
 
-    root = out.resolve().parent
+    root = resolved(out).parent
     by_source = {header_source(p, root): p for p in specs}
     chosen: dict[str, Path] = {}
     for name in changed:
@@ -52,7 +53,7 @@ def _source_in_out(path: Path, out: Path) -> str | None:
     from compiler import pipeline, yamlio
 
     try:
-        rel = path.resolve().relative_to(out.resolve())
+        rel = resolved(path).relative_to(resolved(out))
     except ValueError:
         return None
     candidates = [path]

@@ -179,7 +179,27 @@ def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--rate-limit", metavar="BANDWIDTH", help="for example 12500Mbit/s (default: none)"
     )
     s.add_argument("--retries", type=int, default=8, help="retries per request (default 8)")
-    s.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    s.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="to connect, and for any wait for bytes; a request's whole deadline adds its "
+        "bytes at --min-rate (default 30)",
+    )
+    s.add_argument(
+        "--min-rate",
+        metavar="BANDWIDTH",
+        help="the slowest a request's body may come: its deadline is --timeout plus its "
+        "bytes at this rate (default 100Mbit/s)",
+    )
+    s.add_argument(
+        "--deadline",
+        type=float,
+        metavar="SECONDS",
+        help="the whole sync's budget: past it nothing more is asked of the store (exit 4); "
+        "default none",
+    )
     s.add_argument(
         "--lock-wait",
         type=float,

@@ -21,8 +21,9 @@ from typing import Any, TypeVar
 
 from compiler import tools, yamlio
 from compiler.gate import kubeconform, kyverno, pint, promtool, schemas, shapes
+from compiler.gate.files import unreadable
 from compiler.gate.memo import GateMemo
-from compiler.gate.report import FileResult, Finding, Report, VersionResult
+from compiler.gate.report import WARNING, FileResult, Finding, Report, VersionResult
 from compiler.gate.schemas import SchemasMissing, default_schema_dir
 
 __all__ = [
@@ -47,17 +48,19 @@ def _is_yaml(path: Path) -> bool:
     return path.suffix in (".yaml", ".yml")
 
 
-def discover(root: Path) -> tuple[list[str], list[str], list[str]]:
-    """(manifest files, promtool test files, kyverno test directories), sorted, relative to
-    ``root``, in one walk.
+def discover(root: Path) -> tuple[list[str], list[str], list[str], list[tuple[str, str]]]:
+    """(manifest files, promtool test files, kyverno test directories, YAML files left
+    out and why), sorted, relative to ``root``, in one walk.
 
     Manifests: every YAML file except ``kustomization.yaml`` and anything under a
     ``tests/`` directory or a hidden directory. Tests: ``tests/**/*.test.yaml``. Kyverno
-    tests: the directories holding a ``kyverno-test.yaml``.
+    tests: the directories holding a ``kyverno-test.yaml``. A YAML file that is not a
+    regular file of at most ``FILE_CAP`` bytes is left out, and named.
     """
     manifests: list[str] = []
     tests: list[str] = []
     policy_tests: list[str] = []
+    skipped: list[tuple[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         rel_dir = Path(dirpath).relative_to(root)
@@ -68,12 +71,15 @@ def discover(root: Path) -> tuple[list[str], list[str], list[str]]:
             path = rel_dir / fname
             if not _is_yaml(path):
                 continue
+            if (why := unreadable(os.path.join(dirpath, fname))) is not None:  # noqa: PTH118
+                skipped.append((path.as_posix(), why))
+                continue
             if in_tests:
                 if fname.endswith((".test.yaml", ".test.yml")):
                     tests.append(path.as_posix())
             elif path.stem != "kustomization":
                 manifests.append(path.as_posix())
-    return manifests, tests, sorted(policy_tests)
+    return manifests, tests, sorted(policy_tests), skipped
 
 
 def spec_prefixes(paths: Sequence[str]) -> set[str]:
@@ -87,16 +93,19 @@ def spec_prefixes(paths: Sequence[str]) -> set[str]:
     return prefixes
 
 
-def _targets(root: Path, only: Sequence[str] | None) -> tuple[list[str], list[str], list[str]]:
-    """(manifests, promtool test files, kyverno test directories) to validate."""
-    manifests, tests, policy_tests = discover(root)
+def _targets(
+    root: Path, only: Sequence[str] | None
+) -> tuple[list[str], list[str], list[str], list[tuple[str, str]]]:
+    """(manifests, promtool test files, kyverno test directories, skipped) to validate."""
+    manifests, tests, policy_tests, skipped = discover(root)
     if only is None:
-        return manifests, tests, policy_tests
+        return manifests, tests, policy_tests, skipped
     prefixes = spec_prefixes(only)
     return (
         [m for m in manifests if _under(m, prefixes)],
         [t for t in tests if _under(t, prefixes)],
         [d for d in policy_tests if _under(d, prefixes)],
+        [s for s in skipped if _under(s[0], prefixes)],
     )
 
 
@@ -323,10 +332,17 @@ def run_gate(
                 reused = counted + again.resource_files * len(versions)
                 wall = time.perf_counter() - started
                 return replace(again, reused=reused, tool_seconds={}, wall_seconds=wall)
-    manifests, tests, policy_tests = _targets(root, only)
+    manifests, tests, policy_tests, skipped = _targets(root, only)
     setup = _Setup(root, versions, shown_root, sd, manifests, tests, policy_tests,
                    have_pint, have_kyverno, memo)  # fmt: skip
     report = _validate(setup, started, cpu_started, children_started)
+    if skipped:
+        left_out = tuple(
+            Finding(setup.display(rel), "", "", "", f"not validated: {why}", "standbyc",
+                    severity=WARNING)
+            for rel, why in skipped
+        )  # fmt: skip
+        report = replace(report, findings=(*left_out, *report.findings))
     if tree_key is not None and report.ok and not report.findings:
         memo.store.put_json(tree_key, report.to_dict())
     return report

@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from compiler import cache, tools
 from compiler.gate import identity, kubeconform, kyverno
+from compiler.gate.files import unreadable
 from compiler.gate.promtool import Outcome
 from compiler.gate.report import FileResult, Finding, VersionResult
 
@@ -224,7 +225,8 @@ class GateMemo:
                 here = dirpath.removeprefix(base).replace(os.sep, "/")
                 for name in sorted(filenames):
                     rel = f"{here}/{name}" if dirpath != str(self.root) else name
-                    parts += [rel, self.read(rel)]
+                    why = unreadable(os.path.join(dirpath, name))  # noqa: PTH118
+                    parts += [rel, self.read(rel) if why is None else why.encode()]
         return self._key("gate-tree", *parts)
 
     # -- lookups ---------------------------------------------------------------------------

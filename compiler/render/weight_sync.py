@@ -11,12 +11,25 @@ tier needs to serve; then it reports the generation held to the Pushgateway.
 
 from __future__ import annotations
 
+import math
 from pathlib import PurePosixPath
 from typing import Any
 
 from compiler import names, units
 from compiler.plan import Plan, TierPlan
 from compiler.render.base import Emitted, Renderer, filename
+
+MIN_RATE_SHARE = 4  # a request's floor: the tier's weight-sync rate / 4
+BUDGET_COPIES = 2  # the sync's budget: two full copies at the tier's rate ...
+BUDGET_SLACK = 300  # ... plus 5 minutes
+REPORT_TIME = 60  # kept from the Job's activeDeadlineSeconds, besides the reload: to report
+
+
+def sync_budget(plan: Plan, tier: TierPlan) -> int:
+    """Seconds the weight-sync Job gives one sync's downloads and swap (--deadline)."""
+    budget = BUDGET_COPIES * math.ceil(tier.sync_seconds_full) + BUDGET_SLACK
+    kept = REPORT_TIME + (tier.reload.timeout_s if tier.reload is not None else 0)
+    return max(60, min(budget, plan.sync.active_deadline_seconds - kept))
 
 
 def job_args(plan: Plan, tier: TierPlan) -> list[str]:
@@ -32,6 +45,13 @@ def job_args(plan: Plan, tier: TierPlan) -> list[str]:
         sync.target(tier.name, plan.model_path),
         "--rate-limit",
         units.k8s_quantity(tier.sync_rate_bps) + "bit/s",
+        # A request may take its bytes at a quarter of the tier's rate, the whole sync
+        # twice a full copy at the rate plus 5 minutes, and ends before the Job's own
+        # deadline so that it still reports (docs/weight-sync.md).
+        "--min-rate",
+        units.k8s_quantity(tier.sync_rate_bps // MIN_RATE_SHARE) + "bit/s",
+        "--deadline",
+        str(sync_budget(plan, tier)),
     ]
     if tier.reload is not None:
         args += [

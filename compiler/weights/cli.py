@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 from compiler.errors import EXIT_NOT_LOADED, UsageError
 from compiler.output import Message, emit
 from compiler.units import parse_bandwidth, parse_size
+from compiler.urls import http_url
 from compiler.weights import DEFAULT_EXCLUDES
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
@@ -21,9 +23,9 @@ from compiler.weights.errors import VerifyFailed, WeightsError
 from compiler.weights.manifest import Manifest, build_manifest, load_manifest
 from compiler.weights.progress import byte_progress
 from compiler.weights.safetensors_io import Checkpoint
-from compiler.weights.sync.fetch import Fetcher
+from compiler.weights.sync.fetch import MIN_RATE, Fetcher
 from compiler.weights.sync.local import Local, held_generation
-from compiler.weights.sync.publish import publish
+from compiler.weights.sync.publish import check_chunk, publish
 from compiler.weights.sync.pull import SyncResult, sync
 from compiler.weights.sync.reload import Engines, Outcome, reload
 from compiler.weights.sync.report import Reporter
@@ -49,6 +51,7 @@ def _manifest_of(path: Path, chunk: int, bar: bool) -> Manifest:
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
+    check_chunk(args.chunk_size)
     t0 = time.perf_counter()
     man = _manifest_of(args.path, args.chunk_size, args.output is not None)
     text = json.dumps(man.to_json(), indent=1, sort_keys=True) + "\n"
@@ -74,6 +77,7 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    check_chunk(args.chunk_size)
     if args.base_manifest is not None:
         if len(args.paths) != 1:
             raise UsageError("diff --base-manifest M takes exactly one path: NEW")
@@ -225,14 +229,37 @@ def _engines(args: argparse.Namespace) -> Engines | None:
                    args.engine_model or "")  # fmt: skip
 
 
-def cmd_sync(args: argparse.Namespace) -> int:
+def _seconds(value: float | None, flag: str, *, low: float = 0.0) -> None:
+    """A number of seconds a flag may take: finite, above ``low``, below a week."""
+    if value is not None and not (math.isfinite(value) and low < value < 7 * 86400):
+        raise UsageError(f"{flag} {value}: seconds, above {low:g} and below a week")
+
+
+def _bandwidth(value: str | None, flag: str) -> float | None:
     try:
-        rate = parse_bandwidth(args.rate_limit) if args.rate_limit else None
+        return parse_bandwidth(value) if value else None
     except ValueError as exc:
-        raise UsageError(f"--rate-limit: {exc}") from None
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    rate = _bandwidth(args.rate_limit, "--rate-limit")
+    min_rate = _bandwidth(args.min_rate, "--min-rate") or MIN_RATE
+    _seconds(args.timeout, "--timeout")
+    _seconds(args.deadline, "--deadline")
+    _seconds(args.lock_wait, "--lock-wait", low=-1.0)
+    if not 0 <= args.retries <= 100:
+        raise UsageError(f"--retries {args.retries}: from 0 to 100")
+    if args.pushgateway:
+        try:
+            http_url(args.pushgateway)
+        except ValueError as exc:
+            raise UsageError(f"--pushgateway: {exc}") from None
     labels = _labels(args.label)
     engines = _engines(args)
-    fetcher = Fetcher(args.source, rate, retries=args.retries, timeout=args.timeout)
+    deadline = None if args.deadline is None else time.monotonic() + args.deadline
+    fetcher = Fetcher(args.source, rate, retries=args.retries, timeout=args.timeout,
+                      min_rate=min_rate, deadline=deadline)  # fmt: skip
     result = SyncResult(args.target, args.generation)
     error: WeightsError | None = None
     ask = None if engines is None else functools.partial(reload, engines)

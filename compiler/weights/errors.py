@@ -19,6 +19,10 @@ class DeltaError(WeightsError):
     """A delta file is malformed, corrupted, or meant for another base."""
 
 
+class NoSpace(DeltaError):
+    """The filesystem cannot hold the target: refused before anything is written."""
+
+
 class VerifyFailed(WeightsError):
     """A checkpoint does not match its manifest (``verify`` says no: exit 1)."""
 

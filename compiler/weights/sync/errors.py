@@ -34,3 +34,21 @@ class ApplyFailed(WeightsError):
     """The downloaded files did not rebuild the target (exit 1: the old weights are kept)."""
 
     exit_code = EXIT_FAILED
+
+
+class SyncTimeout(WeightsError):
+    """The sync's budget (--deadline) ran out before the store gave what it needs (exit 4)."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class StoreIncomplete(WeightsError):
+    """The store lacks a file its index lists, after the index was read again (exit 4)."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class DiskFull(WeightsError):
+    """No space left where standbyc writes; its temporary files are removed (exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT

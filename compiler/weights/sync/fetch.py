@@ -7,6 +7,12 @@
 - Connection errors, resets, 5xx and 429 are retried with exponential backoff; an
   attempt that received bytes resets the count. After the last retry the store counts
   as unreachable (exit 4).
+- Every request has one deadline for connect and the whole body: ``timeout`` plus its
+  bytes at ``min_rate`` (a server that drips is cut off, however each read goes); the
+  whole sync has one budget (``deadline``), after which nothing more is asked.
+- A body never grows beyond the size the index gives; a 416 or a short file starts over
+  once, then the file is refused. A body the server encoded (gzip) is refused.
+- A full disk is not the network: the partial file is removed and nothing is retried.
 - Every byte read passes a token bucket in bit/s, so a sync never takes more than its
   share of the link, whatever the server or the network allow.
 - A finished file must have the size and sha256 the index gives, or it is deleted.
@@ -15,9 +21,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import http.client
 import json
+import math
 import os
 import random
 import ssl
@@ -28,10 +36,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.weights.sync.errors import DownloadCorrupt, SourceUnreachable, StoreError
+from compiler.urls import http_url
+from compiler.weights.sync.errors import (
+    DiskFull,
+    DownloadCorrupt,
+    SourceUnreachable,
+    StoreError,
+    SyncTimeout,
+)
 from compiler.weights.sync.store import StoredFile
 
 READ_SIZE = 1 << 20
+ANSWER_CAP = 64 << 10  # what is read of an error answer's body
 HASH_BLOCK = 8 << 20
 USER_AGENT = "standbyc-weights-sync"
 
@@ -96,6 +112,23 @@ class _Transient(Exception):
     """A failure worth retrying (a 5xx, a 429, a reset, a short body)."""
 
 
+class _Late(_Transient):
+    """A request ran past its deadline."""
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+MIN_RATE = 100e6  # bit/s a request's body may not fall below, unless told otherwise
+ATTEMPTS_CAP = 1000  # attempts per file, progress or not: a loop always ends
+
+
+def check_url(url: str, what: str) -> urllib.parse.SplitResult:
+    """An http(s) URL with a host and a valid port, or StoreError naming ``what``."""
+    try:
+        return http_url(url)
+    except ValueError as exc:
+        raise StoreError(f"{what}: {exc}") from None
+
+
 @dataclass
 class Fetcher:
     base_url: str
@@ -103,18 +136,19 @@ class Fetcher:
     retries: int = 8
     backoff: float = 0.5  # seconds before the first retry; doubles each time
     max_backoff: float = 30.0
-    timeout: float = 30.0
+    timeout: float = 30.0  # connect, and any wait for bytes; a request adds its body's time
+    min_rate: float = MIN_RATE  # bit/s: a request's body time is its bytes at this rate
+    deadline: float | None = None  # time.monotonic() by which the whole sync must be done
     progress: Callable[[int], None] | None = None
     stats: FetchStats = field(default_factory=FetchStats)
     sleep: Callable[[float], None] = time.sleep
 
     def __post_init__(self) -> None:
-        url = urllib.parse.urlsplit(self.base_url)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise StoreError(f"{self.base_url}: the store URL must be http:// or https://")
+        url = check_url(self.base_url, "--source")
         self._url = url
         self._prefix = url.path if url.path.endswith("/") else url.path + "/"
         self._conn: http.client.HTTPConnection | None = None
+        self._request_deadline = math.inf
         self.bucket = TokenBucket(self.rate_bits_per_second)
 
     def url(self, path: str) -> str:
@@ -141,44 +175,91 @@ class Fetcher:
             self._conn.close()
             self._conn = None
 
-    def _get(self, path: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+    def _remaining(self) -> float:
+        """Seconds left of the request's deadline and the sync's budget."""
+        now = time.monotonic()
+        left = self._request_deadline - now
+        if self.deadline is not None:
+            left = min(left, self.deadline - now)
+        return left
+
+    def _check_time(self, what: str) -> None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise SyncTimeout(f"{what}: the sync's budget (--deadline) ran out")
+        if time.monotonic() >= self._request_deadline:
+            raise _Late("the request ran past its deadline (--timeout and its bytes at --min-rate)")
+
+    def _get(self, path: str, headers: dict[str, str], expected: int) -> http.client.HTTPResponse:
+        """One GET, whose connect and whole body must finish within ``timeout`` plus
+        ``expected`` bytes at ``min_rate``."""
+        self._request_deadline = time.monotonic() + self.timeout + expected * 8 / self.min_rate
+        self._check_time(self.url(path))
         conn = self._connection()
+        conn.timeout = max(0.001, min(self.timeout, self._remaining()))
+        if conn.sock is not None:  # a kept-alive connection: its socket has its own
+            conn.sock.settimeout(conn.timeout)
         self.stats.requests += 1
         target = self._prefix + urllib.parse.quote(path)
-        conn.request("GET", target, headers={"User-Agent": USER_AGENT, **headers})
+        conn.request("GET", target, headers={"User-Agent": USER_AGENT,
+                                             "Accept-Encoding": "identity", **headers})  # fmt: skip
         resp = conn.getresponse()
+        encoding = (resp.getheader("Content-Encoding") or "identity").strip().lower()
+        if encoding != "identity" and resp.status < 300:
+            resp.close()
+            raise DownloadCorrupt(
+                f"{self.url(path)}: the server sent a {encoding}-encoded body, which standbyc "
+                "did not ask for; serve the store's files as they are (no compression)"
+            )
+        if resp.status in (200, 206, 416):
+            return resp
+        # An answer that is not the file: a bounded read of it, and a new connection next.
+        resp.read(ANSWER_CAP)
+        self.close()
         if resp.status >= 500 or resp.status == 429:
-            resp.read()
             raise _Transient(f"HTTP {resp.status} {resp.reason}")
         if resp.status == 404:
-            resp.read()
             raise NotFound(self.url(path))
-        if resp.status not in (200, 206, 416):
-            resp.read()
-            raise SourceUnreachable(f"{self.url(path)}: HTTP {resp.status} {resp.reason}")
-        return resp
+        raise SourceUnreachable(f"{self.url(path)}: HTTP {resp.status} {resp.reason}")
 
     def _retrying(self, what: str, attempt: Callable[[], bool]) -> None:
         """Run ``attempt`` until it returns True; it returns False to be retried at once
-        (progress was made) and raises to be retried after a backoff."""
+        (progress was made) and raises to be retried after a backoff. Every loop ends: at
+        ``retries`` failures in a row, ``ATTEMPTS_CAP`` attempts, or the sync's budget."""
         failures = 0
-        while True:
+        for _ in range(ATTEMPTS_CAP):
             try:
                 if attempt():
                     return
                 failures = 0
                 continue
-            except (_Transient, OSError, http.client.HTTPException) as exc:
+            except (DiskFull, DownloadCorrupt, SyncTimeout):
                 self.close()
-                failures += 1
-                if failures > self.retries:
-                    raise SourceUnreachable(
-                        f"{what}: the store did not answer after {self.retries} retries "
-                        f"(last error: {exc})"
-                    ) from None
-                self.stats.retries += 1
-                delay = min(self.max_backoff, self.backoff * 2 ** (failures - 1))
-                self.sleep(delay * (0.5 + random.random() / 2))  # jitter: no thundering herd
+                raise
+            except OSError as exc:
+                if exc.errno in DISK_FULL:
+                    self.close()
+                    raise DiskFull(f"{what}: {exc.strerror} ({exc.filename})") from None
+                failures = self._failed(what, failures, exc)
+            except (_Transient, http.client.HTTPException) as exc:
+                failures = self._failed(what, failures, exc)
+        raise SourceUnreachable(f"{what}: no end after {ATTEMPTS_CAP} attempts")
+
+    def _failed(self, what: str, failures: int, exc: Exception) -> int:
+        """Count a failure and back off; raise once there were too many."""
+        self.close()
+        failures += 1
+        if failures > self.retries:
+            raise SourceUnreachable(
+                f"{what}: the store did not answer after {self.retries} retries "
+                f"(last error: {exc or type(exc).__name__})"
+            ) from None
+        self.stats.retries += 1
+        delay = min(self.max_backoff, self.backoff * 2 ** (failures - 1))
+        delay *= 0.5 + random.random() / 2  # jitter: no thundering herd
+        if self.deadline is not None and time.monotonic() + delay >= self.deadline:
+            raise SyncTimeout(f"{what}: the sync's budget (--deadline) ran out (last error: {exc})")
+        self.sleep(delay)
+        return failures
 
     # -- small files ---------------------------------------------------------------------------
 
@@ -188,11 +269,11 @@ class Fetcher:
 
         def attempt() -> bool:
             out.clear()
-            resp = self._get(path, {})
+            resp = self._get(path, {}, min(cap, 1 << 20))
             if resp.status != 200:
                 resp.read()
                 raise _Transient(f"HTTP {resp.status} for a plain GET")
-            while chunk := resp.read(self.bucket.read_size):
+            while chunk := self._read(resp, self.url(path)):
                 self.bucket.take(len(chunk))
                 self.stats.bytes_fetched += len(chunk)
                 out.extend(chunk)
@@ -222,64 +303,53 @@ class Fetcher:
     def _download_once(self, f: StoredFile, into: Path) -> Path:
         into.mkdir(parents=True, exist_ok=True)
         final = into / f.path.replace("/", "__")
-        part = final.with_name(final.name + ".part")
-        meta_path = final.with_name(final.name + ".part.json")
-        want = {"path": f.path, "size": f.size, "sha256": f.sha256}
         if final.is_file() and _sha256_file(final) == f.sha256:
             return final  # downloaded and verified by an earlier run
-        meta = _read_json(meta_path)
-        if not part.is_file() or {k: meta.get(k) for k in want} != want:
-            part.unlink(missing_ok=True)
-            meta = dict(want)
-            _write_json(meta_path, meta)
-        got = _Partial(part)
-        self.stats.resumed_bytes += got.size
-
-        def attempt() -> bool:
-            start = got.size
-            if start >= f.size:
-                return True
-            headers = {"Range": f"bytes={start}-"} if start else {}
-            if start and meta.get("etag"):
-                headers["If-Range"] = str(meta["etag"])
-            resp = self._get(f.path, headers)
-            if resp.status == 416:  # the range is past the end: the file changed, start over
-                resp.read()
-                got.restart()
-                return False
-            if resp.status == 200 and start:  # If-Range failed: a whole new body follows
-                got.restart()
-            elif resp.status == 206 and _range_start(resp) != start:
-                resp.read()
-                raise _Transient("the server answered another range than asked for")
-            if etag := resp.getheader("ETag"):
-                meta["etag"] = etag
-                _write_json(meta_path, meta)
-            received = self._stream(resp, got)
-            if got.size < f.size and received == 0:
-                raise _Transient("the connection closed before any byte arrived")
-            return got.size >= f.size
-
-        self._retrying(self.url(f.path), attempt)
-        digest = got.sha.hexdigest()
-        if got.size != f.size or digest != f.sha256:
-            part.unlink(missing_ok=True)
-            meta_path.unlink(missing_ok=True)
+        job = _Download(self, f, final)
+        self.stats.resumed_bytes += job.got.size
+        try:
+            self._retrying(self.url(f.path), job.attempt)
+        except (DownloadCorrupt, DiskFull, NotFound):
+            job.discard()  # nothing it holds is worth resuming
+            raise
+        digest = job.got.sha.hexdigest()
+        if job.got.size != f.size or digest != f.sha256:
+            job.discard()
             raise DownloadCorrupt(
-                f"{self.url(f.path)}: got {got.size} bytes with sha256 {digest}; the index "
+                f"{self.url(f.path)}: got {job.got.size} bytes with sha256 {digest}; the index "
                 f"says {f.size} bytes with sha256 {f.sha256}"
             )
-        part.replace(final)
-        meta_path.unlink(missing_ok=True)
+        job.got.path.replace(final)
+        job.meta_path.unlink(missing_ok=True)
         return final
 
-    def _stream(self, resp: http.client.HTTPResponse, got: _Partial) -> int:
-        """Append the body to the partial file; return how many bytes arrived (kept even
-        when the connection breaks, so the next attempt resumes after them)."""
+    def _read(self, resp: http.client.HTTPResponse, what: str) -> bytes:
+        """The next bytes of a body (one receive, not a full buffer: a dripping server is
+        seen between receives), within the request's deadline and the sync's budget."""
+        self._check_time(what)
+        if self._conn is not None and self._conn.sock is not None:
+            self._conn.sock.settimeout(max(0.001, min(self.timeout, self._remaining())))
+        chunk = resp.read1(self.bucket.read_size) if resp.fp else b""
+        if not chunk and resp.fp is not None:
+            # read1 leaves a response whose last byte it returned open; read() ends it, so
+            # the kept-alive connection can carry the next request.
+            with contextlib.suppress(http.client.HTTPException, OSError):
+                resp.read()
+        return chunk
+
+    def _stream(self, resp: http.client.HTTPResponse, got: _Partial, size: int, what: str) -> int:
+        """Append the body to the partial file, never beyond ``size``; return how many
+        bytes arrived (kept even when the connection breaks, so the next attempt resumes
+        after them)."""
         received = 0
         with got.path.open("ab") as out:
             try:
-                while chunk := resp.read(self.bucket.read_size):
+                while chunk := self._read(resp, what):
+                    if got.size + len(chunk) > size:
+                        resp.close()
+                        raise DownloadCorrupt(
+                            f"{what}: the body runs past the {size} bytes the index gives"
+                        )
                     self.bucket.take(len(chunk))
                     out.write(chunk)
                     got.sha.update(chunk)
@@ -294,6 +364,99 @@ class Fetcher:
         return received
 
 
+class _Download:
+    """One file's download: its partial bytes, what they should become, its restarts."""
+
+    def __init__(self, fetcher: Fetcher, f: StoredFile, final: Path) -> None:
+        self.fetcher, self.f = fetcher, f
+        self.url = fetcher.url(f.path)
+        part = final.with_name(final.name + ".part")
+        self.meta_path = final.with_name(final.name + ".part.json")
+        want = {"path": f.path, "size": f.size, "sha256": f.sha256}
+        self.meta = _read_json(self.meta_path)
+        if not part.is_file() or {k: self.meta.get(k) for k in want} != want:
+            part.unlink(missing_ok=True)
+            self.meta = dict(want)
+            _write_json(self.meta_path, self.meta)
+        self.got = _Partial(part)
+        if self.got.size > f.size:
+            self.got.restart()
+        self.restarts = 0
+        self.best = self.got.size  # the longest the partial file has been
+
+    def discard(self) -> None:
+        self.got.path.unlink(missing_ok=True)
+        self.meta_path.unlink(missing_ok=True)
+
+    def _restart(self, why: str) -> None:
+        """Start over once; the second time the file on the server is not the index's."""
+        self.restarts += 1
+        if self.restarts > 1:
+            raise DownloadCorrupt(
+                f"{self.url}: {why} again after starting over; the file on the server is not "
+                f"the {self.f.size} bytes the index gives"
+            )
+        self.got.restart()
+
+    def _check_size(self, resp: http.client.HTTPResponse, start: int) -> None:
+        """Refuse at once a body whose announced size is not the index's."""
+        total = _range_total(resp) if resp.status == 206 else _body_length(resp)
+        if resp.status == 206 and total is None:
+            length = _body_length(resp)
+            total = None if length is None else start + length
+        if total is not None and total != self.f.size:
+            resp.close()
+            raise DownloadCorrupt(
+                f"{self.url}: the server has {total} bytes; the index gives {self.f.size}"
+            )
+
+    def attempt(self) -> bool:
+        got, f = self.got, self.f
+        start = got.size
+        if start >= f.size:
+            return True
+        headers = {"Range": f"bytes={start}-"} if start else {}
+        if start and self.meta.get("etag"):
+            headers["If-Range"] = str(self.meta["etag"])
+        resp = self.fetcher._get(f.path, headers, f.size - start)
+        if resp.status == 416:  # the range is past the end: the file changed, start over
+            resp.read(ANSWER_CAP)
+            self.fetcher.close()
+            self._restart("HTTP 416 (range not satisfiable)")
+            return False
+        if resp.status == 200 and start:  # If-Range failed: a whole new body follows
+            got.restart()
+            start = 0
+        elif resp.status == 206 and _range_start(resp) != start:
+            resp.read(ANSWER_CAP)
+            self.fetcher.close()
+            raise _Transient("the server answered another range than asked for")
+        self._check_size(resp, start)
+        if etag := resp.getheader("ETag"):
+            self.meta["etag"] = etag
+            _write_json(self.meta_path, self.meta)
+        try:
+            received = self.fetcher._stream(resp, got, f.size, self.url)
+        except _Late:
+            if self._advanced():
+                return False  # it came, if slowly: the next request resumes after it
+            raise
+        if got.size >= f.size:
+            return True
+        if received == 0:
+            raise _Transient("the connection closed before any byte arrived")
+        if not self._advanced():  # a server that sends the same half again and again
+            raise _Transient(f"no byte past {self.best} of {f.size} arrived")
+        return False
+
+    def _advanced(self) -> bool:
+        """Whether the partial file is longer than it ever was: only that is progress."""
+        if self.got.size > self.best:
+            self.best = self.got.size
+            return True
+        return False
+
+
 class _Partial:
     """A partial download: its bytes so far and their running sha256."""
 
@@ -306,6 +469,21 @@ class _Partial:
         self.path.unlink(missing_ok=True)
         self.sha = hashlib.sha256()
         self.size = 0
+
+
+def _body_length(resp: http.client.HTTPResponse) -> int | None:
+    value = resp.getheader("Content-Length")
+    with contextlib.suppress(TypeError, ValueError):
+        return int(value) if value is not None else None
+    return None
+
+
+def _range_total(resp: http.client.HTTPResponse) -> int | None:
+    value = resp.getheader("Content-Range") or ""  # "bytes 100-199/200"
+    with contextlib.suppress(ValueError, IndexError):
+        total = value.rsplit("/", 1)[1]
+        return None if total == "*" else int(total)
+    return None
 
 
 def _range_start(resp: http.client.HTTPResponse) -> int | None:

@@ -18,16 +18,14 @@ file's sha256) and its digest looked up in the index.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compiler.fsutil import exclusive
 from compiler.weights.apply import remove_stale_temps
 from compiler.weights.errors import WeightsError
 from compiler.weights.manifest import build_manifest
@@ -66,27 +64,14 @@ class Local:
         self.downloads = self.state / "downloads"
         self.work = self.state / "work"
 
-    @contextlib.contextmanager
-    def locked(self, wait: float = 0.0) -> Iterator[None]:
+    def locked(self, wait: float = 0.0) -> contextlib.AbstractContextManager[None]:
         """Hold the target's lock, waiting up to ``wait`` seconds for another sync."""
         self.state.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = time.monotonic() + max(wait, 0.0)
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise SyncBusy(
-                            f"{self.target}: another sync of this target is still running "
-                            f"after {wait:g} s (--lock-wait)"
-                        ) from None
-                    time.sleep(0.1)
-            yield
-        finally:
-            os.close(fd)
+        busy = SyncBusy(
+            f"{self.target}: another sync of this target is still running after {wait:g} s "
+            "(--lock-wait)"
+        )
+        return exclusive(self.state / "lock", busy, wait)
 
     def clean_leftovers(self) -> None:
         """Work of a sync that was killed (under the lock, so none is running): the staged

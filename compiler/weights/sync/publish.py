@@ -233,8 +233,11 @@ def _prune(gens: dict[int, Generation], keep: int, anchor_every: int) -> dict[in
     return {g: gen if g in anchors else replace(gen, anchor=()) for g, gen in kept.items()}
 
 
-def _remove_unlisted(store: Path, index: Index) -> list[str]:
-    listed = {f.path for gen in index.generations.values() for f in gen.stored()}
+def _remove_unlisted(store: Path, index: Index | None) -> list[str]:
+    """Remove every file of the store that ``index`` does not name (all, for None)."""
+    listed = (
+        {f.path for gen in index.generations.values() for f in gen.stored()} if index else set()
+    )
     removed: list[str] = []
     for top in TOPS:
         root = store / top
@@ -290,14 +293,17 @@ def publish(
     store.mkdir(parents=True, exist_ok=True)
     with exclusive(store, SyncBusy(f"{store}: another publish is running")):
         clean_leftovers(store)
+        before = read_index(store)
         try:
             job = _Job(model, store, generation, anchor_every, keep, chunk, progress)
             stats = _publish(job)
         except BaseException:
-            # Whatever stopped it (a full disk, a bad file): the index was not replaced,
-            # so the store is as it was; leave no temp file filling it.
-            with contextlib.suppress(OSError):
+            # Whatever stopped it (a full disk, a bad file) stopped it before the index was
+            # replaced: remove what it wrote, temp files and finished ones alike, so the
+            # store is as it was and nothing fills it.
+            with contextlib.suppress(OSError, StoreError):
                 clean_leftovers(store)
+                _remove_unlisted(store, before)
             raise
     stats.seconds = time.perf_counter() - t0
     return stats

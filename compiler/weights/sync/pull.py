@@ -31,11 +31,17 @@ from typing import Any, Protocol
 
 from compiler.fsutil import exchange, fsync_path
 from compiler.weights.apply import apply
-from compiler.weights.errors import WeightsError
+from compiler.weights.errors import NoSpace, WeightsError
 from compiler.weights.manifest import build_manifest
 from compiler.weights.safetensors_io import INDEX_NAME, Checkpoint
-from compiler.weights.sync.errors import ApplyFailed, DownloadCorrupt, StoreError
-from compiler.weights.sync.fetch import Fetcher, FetchStats, NotFound
+from compiler.weights.sync.errors import (
+    ApplyFailed,
+    DiskFull,
+    DownloadCorrupt,
+    StoreError,
+    StoreIncomplete,
+)
+from compiler.weights.sync.fetch import DISK_FULL, Fetcher, FetchStats, NotFound
 from compiler.weights.sync.local import Current, Local
 from compiler.weights.sync.patch import PATCH_CAP, apply_patch
 from compiler.weights.sync.store import (
@@ -367,11 +373,11 @@ def _stage_and_swap(st: _Stage) -> None:
         _stage_weights(st, nxt)
         _stage_files(local, st.steps, st.got, nxt)
         _check_staged(nxt, gen)
-    except DownloadCorrupt:
+    except (DownloadCorrupt, ApplyFailed):
         raise
+    except NoSpace as exc:
+        raise DiskFull(f"{exc}; the old directory is kept") from None
     except WeightsError as exc:
-        if isinstance(exc, ApplyFailed):
-            raise
         raise ApplyFailed(f"{local.target}: {exc}; the old directory is kept") from None
     _swap(nxt, local.target)
 
@@ -397,6 +403,46 @@ def _removed(index: Index, gen: Generation, current: Current, names: list[str]) 
     return sorted(n for n in names if n not in known)
 
 
+def _update(fetcher: Fetcher, local: Local, result: SyncResult, index: Index) -> None:
+    """Bring the directory to the generation (under the lock)."""
+    target, generation = result.target, result.generation
+    for attempt in (1, 2):
+        current = local.current(index)
+        result.previous, result.found_by = current.generation, current.how
+        route = plan_route(index, current.weights_digest, generation)
+        gen = index.generations[generation]
+        if current.digest == gen.digest:
+            if current.how == "hashed":
+                local.remember(generation, current, local.served())
+            result.status = "current"
+            return
+        steps = plan_files(gen, current)
+        result.route = route.reason
+        result.files = {k: [s.file.name for s in steps if s.how == k] for k in HOWS}
+        t1 = time.perf_counter()
+        try:
+            got = _download(fetcher, local, route, steps)
+        except NotFound as missing:
+            if attempt == 2:
+                raise StoreIncomplete(
+                    f"{missing}: the store answers 404 for a file its index lists (an index "
+                    "uploaded before its files, or a generation pruned meanwhile)"
+                ) from None
+            index = read_index(fetcher)  # pruned meanwhile: plan again on the new index
+            continue
+        t2 = time.perf_counter()
+        names = [row[0] for row in local.signature()] if target.exists() else []
+        _stage_and_swap(_Stage(local, index, route, steps, current, got))
+        result.removed = _removed(index, gen, current, names)
+        local.remember(generation, _after(gen, current), local.served())
+        for path in got.values():
+            path.unlink(missing_ok=True)
+        shutil.rmtree(local.work, ignore_errors=True)
+        result.seconds_download, result.seconds_apply = t2 - t1, time.perf_counter() - t2
+        result.status = "updated"
+        return
+
+
 def sync(
     fetcher: Fetcher,
     result: SyncResult,
@@ -413,40 +459,23 @@ def sync(
     local = Local(target)
     with local.locked(lock_wait):
         local.clean_leftovers()
-        for attempt in (1, 2):
-            current = local.current(index)
-            result.previous, result.found_by = current.generation, current.how
-            route = plan_route(index, current.weights_digest, generation)
-            gen = index.generations[generation]
-            if current.digest == gen.digest:
-                if current.how == "hashed":
-                    local.remember(generation, current, local.served())
-                result.status = "current"
-                break
-            steps = plan_files(gen, current)
-            result.route = route.reason
-            result.files = {
-                k: [s.file.name for s in steps if s.how == k] for k in (KEEP, PATCH, WHOLE)
-            }
-            t1 = time.perf_counter()
-            try:
-                got = _download(fetcher, local, route, steps)
-            except NotFound:
-                if attempt == 2:
-                    raise
-                index = read_index(fetcher)  # pruned meanwhile: plan again on the new index
-                continue
-            t2 = time.perf_counter()
-            names = [row[0] for row in local.signature()] if target.exists() else []
-            _stage_and_swap(_Stage(local, index, route, steps, current, got))
-            result.removed = _removed(index, gen, current, names)
-            local.remember(generation, _after(gen, current), local.served())
-            for path in got.values():
-                path.unlink(missing_ok=True)
+        try:
+            _update(fetcher, local, result, index)
+        except BaseException as exc:
+            # Nothing half-made stays: the staged directory and intermediate checkpoints
+            # go; on a full disk the downloads too (they are what fills it).
             shutil.rmtree(local.work, ignore_errors=True)
-            result.seconds_download, result.seconds_apply = t2 - t1, time.perf_counter() - t2
-            result.status = "updated"
-            break
+            full = isinstance(exc, DiskFull) or (
+                isinstance(exc, OSError) and exc.errno in DISK_FULL
+            )
+            if full:
+                shutil.rmtree(local.downloads, ignore_errors=True)
+                if not isinstance(exc, DiskFull):
+                    raise DiskFull(
+                        f"{target}: no space left on the device ({exc}); the old directory "
+                        "is kept and the partial files are removed"
+                    ) from None
+            raise
         if reload is not None:
             result.reload = reload(generation, local.served())
             with contextlib.suppress(OSError):

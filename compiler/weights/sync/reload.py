@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.urls import http_url
 from compiler.weights.sync.errors import StoreError
 
 MAX_PODS = 256
@@ -48,13 +49,12 @@ class Engines:
     model: str = ""  # triton: the model's name in its repository
 
     def __post_init__(self) -> None:
-        parts = urllib.parse.urlsplit(self.url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise StoreError(f"--engines {self.url!r}: expected http://HOST:PORT")
         try:
-            parts.port  # noqa: B018 - raises on a port out of range
+            parts = http_url(self.url)
         except ValueError as exc:
-            raise StoreError(f"--engines {self.url!r}: {exc}") from None
+            raise StoreError(f"--engines: {exc}") from None
+        if parts.scheme != "http":
+            raise StoreError(f"--engines {self.url!r}: expected http://HOST:PORT")
         if self.api == "triton" and not self.model:
             raise StoreError("--reload triton needs --engine-model (the model's name)")
         if not self.model_path.startswith("/"):
