@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install tools schemas demo test fuzz lint bench schema image clean
+.PHONY: install validators tools schemas demo test fuzz lint bench schema image clean
 
 TORCH_STAMP := $(VENV)/.torch-stamp
 
@@ -25,15 +25,21 @@ $(TORCH_STAMP): $(STAMP)
 
 install: $(STAMP)
 
-## tools: kubeconform, promtool, pint -> .tools/bin; CRD modules; offline schemas (idempotent)
+## validators: what compiling and validating need (kubeconform, promtool, pint -> .tools/bin;
+## CRD modules; offline schemas); idempotent
+validators: install
+	PYTHON=$(PY) bash scripts/install-tools.sh --validators-only
+
+## tools: the validators, the Kyverno CLI, and the servers and tools the tests run (idempotent)
 tools: install
 	PYTHON=$(PY) bash scripts/install-tools.sh
 
 schemas: install
 	$(BIN)/standbyc schemas build
 
-## demo: compile and validate specs/ into out/, then print a summary
-demo: tools
+## demo: compile and validate specs/ into out/, then print a summary (builds only the
+## validators it needs: not the Kyverno CLI or the test servers)
+demo: validators
 	$(BIN)/standbyc compile specs --out out
 
 ## test: install everything, lint, run the test suite

@@ -198,10 +198,14 @@ def compile_tree(
     )
 
 
-def stream(files: dict[str, str]) -> str:
+PARTS = ("all", "spec", "cluster")
+
+
+def stream(files: dict[str, str], part: str = "all") -> str:
     """The objects a tree applies, as one YAML stream in apply order: what the
     root kustomization.yaml reaches (CRDs and each spec's resources), never tests, plan
-    documents or kustomize files. Argo CD's config management plugin prints it."""
+    documents or kustomize files. Argo CD's config management plugin prints it. ``part``
+    ``spec`` leaves out the kinds all specs share (a CRD), ``cluster`` keeps only those."""
     docs: list[tuple[tuple[int, str, str], str]] = []
 
     def visit(directory: str) -> None:
@@ -212,6 +216,9 @@ def stream(files: dict[str, str]) -> str:
             if rel in files:
                 text = files[rel].split("\n", 1)[1]  # without the generated-file comment
                 obj = yamlio.parse_one(text)[0]
+                shared = kinds.get(obj["kind"]).shared
+                if (part == "spec" and shared) or (part == "cluster" and not shared):
+                    continue
                 meta = obj.get("metadata", {})
                 key = (kinds.rank(obj["kind"]), meta.get("namespace", ""), meta.get("name", ""))
                 docs.append((key, text))

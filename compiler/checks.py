@@ -180,13 +180,26 @@ def _lists_and_names(spec: StandbySpec) -> list[Problem]:
     if len(set(s.qos.outputs)) != len(s.qos.outputs):
         out.append((("spec", "qos", "outputs"), "an output is listed twice"))
     takeover = s.failover.takeover
-    if getattr(s.tiers, takeover).replicas == 0:
-        out.append(
-            (
-                ("spec", "failover", "takeover"),
-                f"the {takeover} tier has no replicas, so it cannot take over",
+    others = [name for name, t in s.tiers.items() if t.replicas and name != takeover]
+    if getattr(s.tiers, takeover).replicas == 0 and others:
+        instead = f"set failover.takeover: {others[0]}"
+        if "takeover" in s.failover.model_fields_set:
+            out.append(
+                (
+                    ("spec", "failover", "takeover"),
+                    f"the {takeover} tier has no replicas, so it cannot take over; {instead} "
+                    f"(tiers with replicas: {', '.join(others)})",
+                )
             )
-        )
+        else:  # the user never wrote takeover: point at what they wrote
+            out.append(
+                (
+                    ("spec", "tiers", takeover, "replicas"),
+                    f"the {takeover} tier has no replicas, but a failover is planned onto it "
+                    f"(failover.takeover defaults to {takeover}): give it replicas, or "
+                    f"{instead}",
+                )
+            )
     if not any(t.replicas for _, t in s.tiers.items()):
         out.append(
             (("spec", "tiers"), "every tier has 0 replicas; there is nothing to fail over to")

@@ -47,6 +47,8 @@ def decorate(e: Emitted, common: Common) -> Emitted:
     annotations = {**common.annotations, **meta.pop("annotations", {})}
     if row.wave is not None:
         annotations[kinds.WAVE_ANNOTATION] = str(row.wave)
+    if row.sync_options is not None:
+        annotations[kinds.SYNC_OPTIONS_ANNOTATION] = row.sync_options
     annotations.update(e.annotations)
     if labels:
         out["labels"] = labels

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 KUBERNETES = "kubernetes"  # schema from the Kubernetes JSON schemas (kubernetes-validate)
 STANDBYC = "standbyc"  # schema from the CRD standbyc ships (``crd`` below)
 WAVE_ANNOTATION = "argocd.argoproj.io/sync-wave"
+SYNC_OPTIONS_ANNOTATION = "argocd.argoproj.io/sync-options"
 SUBDOMAIN = 253  # the longest DNS-1123 subdomain, what most kinds take as a name
 
 
@@ -39,6 +40,11 @@ class Kind:
     applied: bool = True  # listed in kustomization.yaml, so Argo CD applies it
     fields: tuple[str, ...] = ("spec",)  # top-level keys besides apiVersion, kind, metadata
     decorated: bool = True  # gets namespace, common labels and annotations after rendering
+    # Cluster-wide and the same for every spec (a CRD): in the Argo CD plugin's ``PART=cluster``
+    # stream only, so one Application per cluster owns it, never one per spec.
+    shared: bool = False
+    # Argo CD sync options on every object of the kind (argocd.argoproj.io/sync-options).
+    sync_options: str | None = None
 
     @property
     def name_reason(self) -> str:
@@ -52,7 +58,16 @@ class Kind:
 
 # Rows in apply order: what others depend on comes first.
 KINDS: tuple[Kind, ...] = (
-    Kind("CustomResourceDefinition", "apiextensions.k8s.io/v1", wave=-2, namespaced=False),
+    # Never pruned or deleted with an Application: that would delete every object of the
+    # kind on the cluster, those of other specs and other Applications included.
+    Kind(
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io/v1",
+        wave=-2,
+        namespaced=False,
+        shared=True,
+        sync_options="Prune=false,Delete=false",
+    ),
     Kind("ServiceAccount", "v1", wave=-1, fields=("automountServiceAccountToken",)),
     # The policy must exist before the tier Pods are (re)created to mutate them.
     Kind(

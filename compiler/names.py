@@ -13,6 +13,7 @@ MANAGED_BY = "standbyc"
 SYNC_LABEL = "standbyc.dev/weight-sync"  # on weight-sync pods, with the spec's name
 TIER_LABEL = "standbyc.dev/tier"  # on weight-sync Jobs and pods, with the tier
 STORE_LABEL = "standbyc.dev/weight-store"  # on the in-cluster store's pods, with the spec's name
+GENERATION_ANNOTATION = "standbyc.dev/model-generation"  # on an object Argo CD compares
 # What weight-sync Jobs push to the Pushgateway, and what the alerts select.
 WEIGHTS_METRIC = "standbyc_weights_generation"
 # For a tier whose engines reload: the generation they confirmed, and the pods that did not.

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from compiler import cache, kinds, yamlio
+from compiler import cache, kinds, units, yamlio
 from compiler.checks import check_spec
 from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
@@ -193,7 +193,36 @@ def _spec_warnings(loaded: LoadedSpec, plan: Plan) -> tuple[Diagnostic, ...]:
                 "PrometheusRule",
             )
         )
+    warnings += _byte_bandwidths(loaded)
     return tuple(warnings)
+
+
+# Where a spec writes a bandwidth; a byte unit there is read as bytes, and said once more.
+_BANDWIDTH_FIELDS = (
+    ("spec", "network", "link"),
+    *(("spec", "tiers", t, "egress") for t in ("hot", "warm", "cold")),
+    ("spec", "alerts", "bandwidthHigh", "threshold"),
+    ("spec", "alerts", "failoverSpike", "threshold"),
+    ("spec", "failover", "storeEgress"),
+)
+
+
+def _byte_bandwidths(loaded: LoadedSpec) -> list[Diagnostic]:
+    out = []
+    for path in _BANDWIDTH_FIELDS:
+        node: Any = loaded.data
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if units.in_bytes(node):
+            bits = units.human_bits(units.parse_bandwidth(node))
+            out.append(
+                Diagnostic(
+                    loaded.positions.locate(loaded.source, path),
+                    f"{node!r} is bytes per second, {bits}: a capital B is a byte. "
+                    f"If you meant bits, write {str(node).replace('B', 'b', 1).strip()}",
+                )
+            )
+    return out
 
 
 def _location_json(loc: Location) -> list[Any]:

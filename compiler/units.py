@@ -89,6 +89,13 @@ def parse_bandwidth(text: object) -> int:
     return int(value)
 
 
+def in_bytes(text: object) -> bool:
+    """Whether a bandwidth is written with a byte unit (``3GB/s``): valid, but network
+    bandwidths are nearly always meant in bits, so a ``B`` is worth a second look."""
+    match = _BANDWIDTH_RE.match(text.strip()) if isinstance(text, str) else None
+    return match is not None and match["unit"] in ("B/s", "Bps", "byte/s")
+
+
 def parse_size(text: object) -> int:
     """Parse ``14GiB`` into bytes."""
     if isinstance(text, bool) or not isinstance(text, str):

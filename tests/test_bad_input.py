@@ -116,6 +116,12 @@ EXPECTED = {
     "not-a-mapping": (
         "1:1: expected a mapping with apiVersion, kind, metadata and spec, got a list"
     ),
+    # The user never wrote failover.takeover: point at what they wrote, and at the way out.
+    "hot-tier-with-no-replicas": (
+        "7:21: spec.tiers.hot.replicas: the hot tier has no replicas, but a failover is "
+        "planned onto it (failover.takeover defaults to hot): give it replicas, or set "
+        "failover.takeover: warm"
+    ),
     # Bounds that keep one spec's compile within seconds (the generated promtool series).
     "evaluation-interval-1ms": (
         "7:25: spec.alerts.evaluationInterval: 1ms is out of range: from 1s to 1h"

@@ -13,7 +13,7 @@ import pytest
 
 from compiler import pipeline
 from compiler.cli import build_parser
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 
 def test_no_command_is_a_usage_error() -> None:
@@ -198,3 +198,47 @@ def test_a_reader_that_goes_away_keeps_the_exit_code(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.stdout.startswith("wrote out/")
     assert proc.stderr.strip() == "0"
+
+
+# --- messages a newcomer met, each as it reads now ----------------------------------------
+
+
+def test_a_bandwidth_in_bytes_is_said_in_bits(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\n"
+        "metadata: {name: engine, namespace: serving}\n"
+        "spec:\n  network: {link: 200Gbit/s}\n  tiers:\n    hot: {replicas: 1, egress: 10 GB/s}\n"
+    )
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0, result.err
+    assert (
+        f"standbyc: warning: {spec}:7:32: spec.tiers.hot.egress: '10 GB/s' is bytes per "
+        "second, 80 Gbit/s: a capital B is a byte. If you meant bits, write 10 Gb/s"
+    ) in result.err
+
+
+def test_no_validate_says_every_validator_it_skips() -> None:
+    result = run_cli("compile", "--help")
+    assert "--no-validate" in result.out
+    flat = " ".join(result.out.split())
+    assert "skip the validators (kubeconform, promtool, pint and Kyverno)" in flat
+
+
+def test_plan_md_is_named_only_where_it_is_written(workdir: Path) -> None:
+    written = run_cli("compile", "--no-validate")
+    assert "(see out/inference-system/inference-engine/PLAN.md)" in written.out
+    streamed = run_cli("compile", "--stdout", "--no-validate")
+    assert streamed.code == 0
+    assert "PLAN.md" not in streamed.err
+
+
+def test_json_errors_carry_ok_exit_code_and_error(tmp_path: Path) -> None:
+    bad = tmp_path / "spec.yaml"
+    bad.write_text("apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: A}\n")
+    result = run_cli("compile", str(bad), "--out", str(tmp_path / "out"), "--format", "json")
+    doc = json.loads(result.out)
+    assert (doc["ok"], doc["exitCode"]) == (False, 2)
+    assert "metadata.name: 'A' is not a valid Kubernetes name" in doc["error"]
+    fine = run_cli("plan", str(REPO / "specs"), "--format", "json")
+    assert json.loads(fine.out)["exitCode"] == 0

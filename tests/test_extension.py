@@ -115,7 +115,8 @@ def test_text_writer() -> None:
 
 def test_json_writer_prints_one_document_even_on_failure() -> None:
     out, err = _write(json_writer.write)
-    assert json.loads(out) == {"ok": False, "n": 1}
+    # The document, and what every document that is not ok says: its exit code and error.
+    assert json.loads(out) == {"ok": False, "n": 1, "exitCode": 1, "error": "it went wrong"}
     assert err == ""
 
 

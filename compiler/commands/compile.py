@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--no-validate",
         action="store_true",
-        help="skip kubeconform and promtool (out/ is still written atomically)",
+        help="skip the validators (kubeconform, promtool, pint and Kyverno); out/ is still "
+        "written atomically",
     )
     parser.add_argument(
         "--kube-version",
@@ -45,6 +46,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="write nothing to --out; print the objects out/ would apply as one YAML stream in "
         "apply order (the summary goes to stderr): what Argo CD's plugin runs",
     )
+    parser.add_argument(
+        "--part",
+        choices=("all", "spec", "cluster"),
+        default="all",
+        help="with --stdout: all objects (default); spec: without the cluster-wide ones all "
+        "specs share (the CRDs); cluster: only those (one Argo CD Application per cluster "
+        "owns them)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -60,7 +69,7 @@ def spec_summary(one: CompiledSpec) -> dict[str, Any]:
     }
 
 
-def _spec_lines(s: dict[str, Any]) -> list[str]:
+def _spec_lines(s: dict[str, Any], plan_doc: str | None) -> list[str]:
     d = s["derived"]
     objects = ", ".join(f"{n} {k}" for k, n in s["objects"].items())
     fc, dl, hc = d["fullCopy"], d["delta"], d["healthChecks"]
@@ -79,7 +88,8 @@ def _spec_lines(s: dict[str, Any]) -> list[str]:
         f"{t['priority']}, weight sync {units.human_bits(t['syncRateBitsPerSecond'])}"
         for tier, t in d["tiers"].items()
     ]
-    lines.append(f"    failover: {s['failover']['verdict']} (see PLAN.md)")
+    where = f" (see {plan_doc})" if plan_doc else ""
+    lines.append(f"    failover: {s['failover']['verdict']}{where}")
     lines += [f"    requires: {r}" for r in d["requires"]]
     return lines
 
@@ -87,6 +97,7 @@ def _spec_lines(s: dict[str, Any]) -> list[str]:
 @dataclass(frozen=True)
 class CompileOutcome:
     result: Result
+    stdout: bool = False  # --stdout: out/ is a temporary tree, gone when this prints
 
     @property
     def exit_code(self) -> int:
@@ -137,7 +148,8 @@ class CompileOutcome:
             else f"{r.out.name}/ is up to date"
         ]
         for one in r.specs:
-            lines += _spec_lines(spec_summary(one))
+            doc = None if self.stdout else f"{r.out.as_posix()}/{one.directory}/PLAN.md"
+            lines += _spec_lines(spec_summary(one), doc)
         if shared := self._shared_allowlist():
             lines.append(f"  one kube-state-metrics for all {len(r.specs)} specs: {shared}")
         lines.append(r.report.summary_text() if r.report else "validation skipped (--no-validate)")
@@ -163,6 +175,7 @@ class StreamOutcome:
     """``--stdout``: the objects on stdout, everything for people on stderr."""
 
     compiled: CompileOutcome
+    part: str = "all"
 
     @property
     def exit_code(self) -> int:
@@ -174,7 +187,8 @@ class StreamOutcome:
     def text(self) -> str:
         from compiler.api import stream
 
-        return stream(self.compiled.result.files) if self.compiled.result.ok else ""
+        result = self.compiled.result
+        return stream(result.files, self.part) if result.ok else ""
 
     def problem(self) -> str:
         # The summary without its first line, which speaks of a temporary out/.
@@ -182,7 +196,7 @@ class StreamOutcome:
         return "\n".join(part for part in (summary, self.compiled.problem()) if part)
 
 
-def compile_to(args: argparse.Namespace, out: Path) -> CompileOutcome:
+def compile_to(args: argparse.Namespace, out: Path, *, stdout: bool = False) -> CompileOutcome:
     from compiler.api import compile_tree
 
     result = compile_tree(
@@ -193,15 +207,18 @@ def compile_to(args: argparse.Namespace, out: Path) -> CompileOutcome:
         kube_versions=args.kube_version,
         strict=args.strict,
     )
-    return CompileOutcome(result)
+    return CompileOutcome(result, stdout)
 
 
 def run(args: argparse.Namespace) -> int:
     from compiler.output import emit
 
     if not args.stdout:
+        if args.part != "all":
+            raise UsageError("--part chooses what --stdout prints; it needs --stdout")
         return emit(compile_to(args, args.out), args.format)
     if args.format != "text":
         raise UsageError("--stdout prints YAML; it takes no --format")
     with tempfile.TemporaryDirectory(prefix="standbyc-stdout-") as tmp:
-        return emit(StreamOutcome(compile_to(args, Path(tmp) / "out")), "text")
+        compiled = compile_to(args, Path(tmp) / "out", stdout=True)
+        return emit(StreamOutcome(compiled, args.part), "text")

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
                 raise
     if not args.no_schemas:
         install.download_crd_modules(pins, _log)
-        root, versions = schemas.default_schema_dir(), list(schemas.default_kube_versions())
+        root, versions = schemas.default_schema_dir(), list(pins.kube_prebuilt)
         if not schemas.is_fresh(root, versions):
             _log(f"building the offline schemas in {root}")
             schemas.build(root, versions)

@@ -81,11 +81,11 @@ def schema_status(pins: pinfile.Pins) -> SchemaStatus:
     fresh = manifest.get("pins_sha256") == pins.digest and manifest.get("format") == schemas.FORMAT
     lacking = [v for v in pins.kube_default_matrix if v not in built]
     if not manifest:
-        state = f"MISSING; build: {schemas.BUILD_HINT}"
+        state = f"MISSING; build: {schemas.build_hint()}"
     elif not fresh:
-        state = f"STALE (built from other pins); rebuild: {schemas.BUILD_HINT}"
+        state = f"STALE (built from other pins); rebuild: {schemas.build_hint()}"
     elif lacking:
-        state = f"lacks {', '.join(lacking)}; build: {schemas.BUILD_HINT}"
+        state = f"lacks {', '.join(lacking)}; build: {schemas.build_hint()}"
     elif kv_version != pins.kubernetes_validate_version:
         state = f"ok, but kubernetes-validate {kv_version} is not the pinned one"
     else:

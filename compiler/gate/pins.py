@@ -61,6 +61,7 @@ class Pins:
     kubernetes_validate_version: str
     kube_available: tuple[str, ...]
     kube_default_matrix: tuple[str, ...]
+    kube_prebuilt: tuple[str, ...]  # built ahead: the default matrix and an older window
     crds: tuple[CrdSource, ...]
     # sha256 of the pin file and of which kinds each source gives; a schema cache built
     # from other pins, or for other kinds, is stale.
@@ -89,6 +90,7 @@ def load() -> Pins:
         kubernetes_validate_version=kube["version"],
         kube_available=tuple(kube["available"]),
         kube_default_matrix=tuple(kube["default_matrix"]),
+        kube_prebuilt=tuple(kube["prebuilt"]),
         crds=crds,
         digest=hashlib.sha256(raw + repr([(c.label, c.kinds) for c in crds]).encode()).hexdigest(),
     )

@@ -41,7 +41,21 @@ from compiler.gate import pins as pinfile
 MANIFEST = "manifest.json"
 # Bump when the conversion code changes what it writes, so old caches count as stale.
 FORMAT = 1
-BUILD_HINT = "standbyc schemas build  (or: make schemas)"
+
+
+def build_hint() -> str:
+    """How to get schemas, for where this runs: the Argo CD plugin's sidecar (it cannot
+    build), a checkout (make), or an installed wheel."""
+    if os.environ.get("ARGOCD_APP_NAME"):
+        prebuilt = ", ".join(pinfile.load().kube_prebuilt)
+        return (
+            "set the plugin parameter KUBE_VERSIONS (PARAM_KUBE_VERSIONS or "
+            f"ARGOCD_ENV_KUBE_VERSIONS) to versions the image carries: {prebuilt}"
+        )
+    repo = Path(__file__).resolve().parents[2]
+    if (repo / "Makefile").is_file() and (repo / "compiler").is_dir():
+        return "make schemas"
+    return "standbyc schemas build"
 
 
 class SchemasMissing(StandbycError):
@@ -53,6 +67,9 @@ class SchemasMissing(StandbycError):
 @dataclass(frozen=True)
 class SchemaDir:
     root: Path
+    # Kubernetes versions built when asked, where ``root`` cannot be written (the plugin
+    # image's read-only directory): a second place kubeconform looks.
+    overlay: Path | None = None
 
     @property
     def kubernetes(self) -> Path:
@@ -63,23 +80,31 @@ class SchemaDir:
         return self.root / "crds"
 
     def kube_dir(self, version: str) -> Path:
-        return self.kubernetes / f"v{normalize_version(version)}.0"
+        own = self.kubernetes / f"v{normalize_version(version)}.0"
+        if self.overlay is not None and not own.is_dir():
+            return self.overlay / "kubernetes" / own.name
+        return own
 
     def locations(self) -> list[str]:
         """kubeconform ``-schema-location`` templates, Kubernetes first, then CRDs."""
-        return [
-            f"{self.kubernetes}/{{{{.NormalizedKubernetesVersion}}}}/"
-            "{{.ResourceKind}}{{.KindSuffix}}.json",
-            f"{self.crds}/{{{{.ResourceKind}}}}{{{{.KindSuffix}}}}.json",
-        ]
+        kube = "{{.NormalizedKubernetesVersion}}/{{.ResourceKind}}{{.KindSuffix}}.json"
+        out = [f"{self.kubernetes}/{kube}"]
+        if self.overlay is not None:
+            out.append(f"{self.overlay / 'kubernetes'}/{kube}")
+        return [*out, f"{self.crds}/{{{{.ResourceKind}}}}{{{{.KindSuffix}}}}.json"]
 
     def identity(self) -> str:
         """The schema set as a cache key part: where it is and what its build recorded."""
-        try:
-            recorded = hashlib.sha256((self.root / MANIFEST).read_bytes()).hexdigest()
-        except OSError:
-            recorded = "-"
-        return f"{self.root.resolve()}:{recorded}"
+        parts = []
+        for root in (self.root, self.overlay):
+            if root is None:
+                continue
+            try:
+                recorded = hashlib.sha256((root / MANIFEST).read_bytes()).hexdigest()
+            except OSError:
+                recorded = "-"
+            parts.append(f"{root.resolve()}:{recorded}")
+        return "+".join(parts)
 
     def manifest(self) -> dict[str, Any] | None:
         try:
@@ -122,7 +147,7 @@ def kubernetes_validate_root() -> tuple[Path, str]:
     except ImportError as exc:
         raise SchemasMissing(
             "the PyPI package kubernetes-validate is not installed; pip install standbyc's "
-            "dependencies, then run " + BUILD_HINT
+            "dependencies, then run " + build_hint()
         ) from exc
     root = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
     return root, str(kv_version)
@@ -222,7 +247,7 @@ def module_dir(module: str, version: str, *, allow_network: bool) -> Path:
     if result.returncode != 0 or "Dir" not in info:
         raise SchemasMissing(
             f"cannot download {module}@{version}: {info.get('Error', result.stderr.strip())}\n"
-            f"run {BUILD_HINT} with access to the Go module proxy"
+            f"run {build_hint()} with access to the Go module proxy"
         )
     return Path(info["Dir"])
 
@@ -288,7 +313,7 @@ def build(
 ) -> dict[str, Any]:
     """(Re)build the schema directory; return the manifest that was written."""
     pins = pinfile.load()
-    versions = [normalize_version(v) for v in (kube_versions or pins.kube_default_matrix)]
+    versions = [normalize_version(v) for v in (kube_versions or pins.kube_prebuilt)]
     sd = SchemaDir(root)
     sd.kubernetes.mkdir(parents=True, exist_ok=True)
     old = sd.manifest() if keep_existing else None
@@ -340,8 +365,10 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
     """Return a schema dir holding ``kube_versions``; build what is missing offline, or fail.
 
     An offline build is possible when kubernetes-validate is installed and the pinned CRD
-    modules are in the Go module cache (``make tools`` puts them there). Otherwise the
-    error names ``standbyc schemas build``.
+    modules are in the Go module cache (``make tools`` puts them there). Where ``root``
+    cannot be written (the plugin image's directory) but holds fresh schemas, a missing
+    Kubernetes version is built from kubernetes-validate into a writable cache beside it.
+    Otherwise the error says what works where it runs.
     """
     sd = SchemaDir(root)
     manifest = sd.manifest()
@@ -351,16 +378,67 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
     missing = [v for v in wanted if v not in built]
     if not missing:
         return sd
+    shipped = pinfile.load().kube_available
+    if unknown := [v for v in missing if v not in shipped]:
+        raise SchemasMissing(
+            f"no schemas for Kubernetes {', '.join(unknown)}: kubernetes-validate "
+            f"{pinfile.load().kubernetes_validate_version} (pinned) ships {shipped[0]} to "
+            f"{shipped[-1]}; validate against one of those (a newer standbyc pins a newer "
+            f"package), or {build_hint()}"
+        )
+    if fresh and not os.access(root, os.W_OK):
+        return _overlay(sd, missing)
     try:
         build(root, wanted, allow_network=False, keep_existing=fresh)
+    except PermissionError:
+        if fresh:
+            return _overlay(sd, missing)
+        raise SchemasMissing(
+            f"the offline schema directory {root} cannot be written and holds no schemas "
+            f"built from these pins; {build_hint()}"
+        ) from None
     except (SchemasMissing, ToolFailed) as exc:
         state = "is stale (built from other pins)" if manifest and not fresh else "is missing"
         raise SchemasMissing(
             f"the offline schema directory {root} {state} or lacks Kubernetes "
             f"{', '.join(missing)}, and cannot be built offline:\n  {exc}\n"
-            f"run: {BUILD_HINT}"
+            f"run: {build_hint()}"
         ) from exc
     return sd
+
+
+def overlay_dir() -> Path:
+    """Where Kubernetes versions are built when the schema directory is read-only: the
+    user cache if it can be written, else the temp directory."""
+    for base in (cache.user_dir("schemas-extra"), Path(tempfile.gettempdir()) / "standbyc"):
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(base, os.W_OK):
+            return base
+    raise SchemasMissing(f"no writable directory to build schemas in; {build_hint()}")
+
+
+def _overlay(sd: SchemaDir, versions: Sequence[str]) -> SchemaDir:
+    """``sd`` plus the Kubernetes ``versions`` it lacks, built into a writable overlay."""
+    extra = overlay_dir() / hashlib.sha256(str(sd.root.resolve()).encode()).hexdigest()[:16]
+    manifest_path = extra / MANIFEST
+    try:
+        recorded: dict[str, Any] = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        recorded = {}
+    if recorded.get("pins_sha256") != pinfile.load().digest:
+        recorded = {"pins_sha256": pinfile.load().digest, "format": FORMAT, "kubernetes": {}}
+    out = SchemaDir(sd.root, extra)
+    for version in versions:
+        if version in recorded["kubernetes"] and out.kube_dir(version).is_dir():
+            continue
+        recorded["kubernetes"][version] = {
+            "files": build_kubernetes(extra / "kubernetes" / f"v{version}.0", version)
+        }
+    manifest_path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
+    return out
 
 
 @contextlib.contextmanager

@@ -94,10 +94,14 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
     if not plan.sync.tiers:
         return []
     account = plan.names.weight_sync_account
+    # The generation, on an object Argo CD compares: bumping model.generation must leave
+    # the app OutOfSync, or automated sync never runs the PostSync hooks (Argo CD leaves
+    # hooks out of the sync status), whatever else the spec emits.
     out = [
         Emitted(
             filename("ServiceAccount", account),
             r.render("serviceaccount.yaml.j2", {"name": account}, "ServiceAccount"),
+            annotations={names.GENERATION_ANNOTATION: str(plan.generation)},
         )
     ]
     trigger = plan.sync.trigger

@@ -23,7 +23,9 @@ from compiler.weights.safetensors_io import DTYPE_WIDTH, U8Array
 try:
     import torch
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the torch adapter needs torch: pip install 'standbyc[torch]'") from exc
+    raise ImportError(
+        "the torch adapter needs torch: pip install torch (standbyc's torch extra)"
+    ) from exc
 
 TORCH_DTYPES: dict[Any, str] = {
     torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32", torch.float64: "F64",

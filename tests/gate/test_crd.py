@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from pathlib import Path
 
 from ruamel.yaml import YAML
 
@@ -91,7 +92,20 @@ def test_pin_file_is_complete() -> None:
     p = pins.load()
     assert set(p.tools) == {"kubeconform", "promtool", "pint", "kubectl-kyverno"}
     assert [n for n, t in p.tools.items() if t.optional] == ["kubectl-kyverno"]
-    assert {"1.29", "1.34"} <= set(p.kube_default_matrix) <= set(p.kube_available)
+    # The default matrix is the newest three minors the pinned package ships; the prebuilt
+    # window, those and the three before them.
+    import kubernetes_validate  # noqa: PLC0415
+
+    root = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
+    minors = {
+        ".".join(d.name.removeprefix("v").split(".")[:2])
+        for d in root.iterdir()
+        if d.name.startswith("v")
+    }
+    shipped = sorted(minors, key=lambda v: tuple(map(int, v.split("."))))
+    assert list(p.kube_available) == shipped
+    assert list(p.kube_default_matrix) == shipped[-3:]
+    assert list(p.kube_prebuilt) == shipped[-6:]
     for src in p.crds:
         assert src.package_data or (src.module and src.version and src.sum and src.sha256)
     provided = {k for src in p.crds for k in src.kinds}

@@ -100,9 +100,10 @@ def _run_hook(
 
 @pytest.fixture(scope="module")
 def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> HookRepo:
+    # As the repository is cloned: a branch, and no release tag to pin to.
     path = _snapshot_hook_repo(tmp_path_factory.mktemp("hookrepo"))
-    _git(path, "tag", "v0.1.0")  # the release the README's snippet names
-    return HookRepo(path, "v0.1.0", tmp_path_factory.mktemp("pre-commit-home"))
+    rev = _git(path, "rev-parse", "HEAD").strip()
+    return HookRepo(path, rev, tmp_path_factory.mktemp("pre-commit-home"))
 
 
 def test_validate_hook_passes_on_a_valid_tree(
@@ -169,14 +170,17 @@ def test_the_readme_snippet_works_from_a_separate_repository(
     hook_repo: HookRepo, tmp_path: Path, validators: Path
 ) -> None:
     """The README's .pre-commit-config.yaml, as written (only the repository's address is
-    this snapshot), in a GitOps repository of its own: `pre-commit run --all-files`."""
+    this snapshot, which has no tags), in a GitOps repository of its own: `pre-commit run
+    --all-files`; then pinned as the README says, and run again."""
     readme = (REPO / "README.md").read_text()
     snippet = readme.split("# .pre-commit-config.yaml\n", 1)[1].split("```", 1)[0]
+    assert not _git(hook_repo.path, "tag", "--list").strip()
     consumer = tmp_path / "gitops"
     shutil.copytree(REPO / "specs", consumer / "specs")
     shutil.copytree(REPO / "out", consumer / "out")
     url = snippet.split("repo: ", 1)[1].split()[0]
-    (consumer / ".pre-commit-config.yaml").write_text(snippet.replace(url, str(hook_repo.path)))
+    config = consumer / ".pre-commit-config.yaml"
+    config.write_text(snippet.replace(url, str(hook_repo.path)))
     _git(consumer, "init", "-q", "-b", "main")
     _git(consumer, "add", "-A")
     _git(consumer, "commit", "-qm", "specs and out")
@@ -184,7 +188,21 @@ def test_the_readme_snippet_works_from_a_separate_repository(
     env = {**os.environ, "PRE_COMMIT_HOME": str(hook_repo.home),
            "STANDBYC_TOOLS_DIR": str(REPO / ".tools" / "bin"),
            "STANDBYC_SCHEMA_DIR": str(validators)}  # fmt: skip
-    proc = subprocess.run([str(pre_commit), "run", "--all-files"], cwd=consumer, env=env,
-                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+
+    def pre_commit_run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(pre_commit), *args], cwd=consumer, env=env,
+                              capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+
+    proc = pre_commit_run("run", "--all-files")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("Passed") == 2
+    # The README's pin: the branch's commit, frozen into the config.
+    pin = readme.split("pin it with `", 1)[1].split("`", 1)[0].split()
+    assert pin[:2] == ["pre-commit", "autoupdate"]
+    proc = pre_commit_run(*pin[1:])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"rev: {hook_repo.rev}" in config.read_text()
+    _git(consumer, "add", "-A")
+    proc = pre_commit_run("run", "--all-files")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("Passed") == 2

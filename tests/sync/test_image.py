@@ -97,3 +97,18 @@ def test_the_image_packages_are_what_sync_imports(
     assert not list(cwd.iterdir())
     written = {p.relative_to(weights).parts[0] for p in weights.rglob("*")}
     assert written == {"hot"}
+
+
+def test_the_build_context_leaves_out_the_virtualenv_and_keeps_what_is_copied() -> None:
+    """`COPY . .` sends the whole context: never the virtualenv (about 5 GB with torch) or
+    the built tools and caches, always what the Dockerfile copies by name."""
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".venv", ".tools", ".cache", ".git"} <= ignored
+    copied = {"pyproject.toml", "README.md", "constraints.txt", "compiler", "templates", "scripts"}
+    assert not copied & ignored
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert all(name in dockerfile or name == "scripts" for name in copied)

@@ -196,3 +196,17 @@ def test_server_errors_are_retried_then_exit_4(
     code, _, err = _sync(cmd)
     assert code == 4, err
     assert [(e["uri"], e["status"]) for e in nginx.log()] == [("/broken/index.json", 503)] * 3
+
+
+def test_the_first_sync_says_what_it_started_from(
+    nginx: Nginx, generations: dict[int, Path], compiled: Path, tmp_path: Path
+) -> None:
+    publish(generations[1], nginx.root, 42)
+    cmd = job_command(compiled, "cold", source=nginx.url, weights=tmp_path / "weights")
+    proc = subprocess.run(with_arg(cmd, "--format", "text"), capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        f"{tmp_path / 'weights/cold/llama-7b'}: nothing -> generation 42; weights:" in proc.stdout
+    )
+    assert "None" not in proc.stdout
