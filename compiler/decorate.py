@@ -79,9 +79,11 @@ def name_problem(emitted: Iterable[Emitted]) -> str | None:
         others, f" ({others} more objects are too long)"
     )
     why = f" ({row.name_reason})" if row.name_reason else ""
+    # The way around an optional object helps only when it is the one name too long.
+    instead = f" (or set {e.without})" if e.without and not others else ""
     return (
         f"derived {e.kind} name {e.name!r} is {len(e.name)} characters; a {e.kind} name has "
-        f"at most {row.name_limit}{why}, so shorten metadata.name{more}"
+        f"at most {row.name_limit}{why}, so shorten metadata.name{instead}{more}"
     )
 
 

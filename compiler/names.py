@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # the weight-sync image imports this module without pydantic
 
 MANAGED_BY = "standbyc"
 SYNC_LABEL = "standbyc.dev/weight-sync"  # on weight-sync pods, with the spec's name
+REPORT_LABEL = "standbyc.dev/weight-report"  # on weight-report pods, with the spec's name
 TIER_LABEL = "standbyc.dev/tier"  # on weight-sync Jobs and pods, with the tier
 STORE_LABEL = "standbyc.dev/weight-store"  # on the in-cluster store's pods, with the spec's name
 GENERATION_ANNOTATION = "standbyc.dev/model-generation"  # on an object Argo CD compares
@@ -35,6 +36,7 @@ class Names:
     rules: str
     weight_sync_account: str
     weight_store: str  # the in-cluster store's Deployment, Service and NetworkPolicy
+    weight_report: str  # the CronJob that pushes again what each tier holds
     destination_rule: str
     weights_claim: str
 
@@ -60,6 +62,7 @@ def of(spec: StandbySpec) -> Names:
         rules=f"{name}-failover",
         weight_sync_account=f"{name}-weight-sync",
         weight_store=f"{name}-weight-store",
+        weight_report=f"{name}-weight-report",
         destination_rule=f"{name}-connection-pool",
         weights_claim=spec.spec.weight_sync.claim_name or f"{name}-weights",
         spec=name,

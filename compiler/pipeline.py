@@ -27,6 +27,7 @@ from compiler.load import LoadedSpec, Positions, display_path, load_text, read_s
 from compiler.plan import Plan, build
 from compiler.render import render_all
 from compiler.render.base import Emitted, Renderer
+from compiler.spec import cron_longest_gap
 
 SHARED_SOURCE = "standbyc (shared by all specs)"
 CRD_DIR = "crds"
@@ -191,6 +192,18 @@ def _spec_warnings(loaded: LoadedSpec, plan: Plan) -> tuple[Diagnostic, ...]:
                 "spec.alerts.ruleLabels is empty: a Prometheus with a ruleSelector (as "
                 "kube-prometheus-stack sets one, release: <its release>) does not load the "
                 "PrometheusRule",
+            )
+        )
+    schedule = plan.sync.report_schedule
+    if schedule is not None and cron_longest_gap(schedule) is None:
+        path = ("spec", "weightSync", "report", "schedule")
+        warnings.append(
+            Diagnostic(
+                loaded.positions.locate(loaded.source, path),
+                f"weightSync.report.schedule {schedule!r} runs days apart: after a "
+                "Pushgateway restart the weight alerts keep the last pushed values for "
+                f"{units.prom_duration(plan.sync.report_bridge_ms)} only, then "
+                "StandbyWeightsUnreported pages until the next report",
             )
         )
     warnings += _byte_bandwidths(loaded)

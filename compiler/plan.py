@@ -24,6 +24,7 @@ from compiler.spec import (
     Resources,
     ScheduleTrigger,
     StandbySpec,
+    cron_longest_gap,
 )
 
 
@@ -75,9 +76,15 @@ class EnginePlan:
         return allowlist_flag(self.label_keys)
 
 
+# Every namespace carries this label (Kubernetes sets it); exported on kube_namespace_labels,
+# it shows that kube-state-metrics runs with standbyc's allowlist, whatever pods run.
+NAMESPACE_SENTINEL = "kubernetes.io/metadata.name"
+
+
 def allowlist_flag(keys: list[str]) -> str:
-    """kube-state-metrics' flag exporting these pod label keys on kube_pod_labels."""
-    return f"--metric-labels-allowlist=pods=[{','.join(keys)}]"
+    """kube-state-metrics' flag exporting these pod label keys on kube_pod_labels, and the
+    namespace label that tells the alerts the flag is in force."""
+    return f"--metric-labels-allowlist=pods=[{','.join(keys)}],namespaces=[{NAMESPACE_SENTINEL}]"
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,11 @@ class SyncPlan:
     expected_delta: Fraction
     pushgateway: str | None
     report_labels: dict[str, str]  # the pushed series' labels besides job and tier
+    report_schedule: str | None  # the weight-report CronJob's; None: none emitted
+    # How long the weight alerts keep a pushed value after the Pushgateway forgot it (a
+    # restart without persistence): the longest wait for the weight-report CronJob, and
+    # REPORT_MARGIN_MS for its Job to start and push and Prometheus to scrape.
+    report_bridge_ms: int
 
     @property
     def scheduled(self) -> bool:
@@ -363,7 +375,19 @@ def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
         expected_delta=ws.expected_delta,
         pushgateway=ws.report.pushgateway,
         report_labels={"namespace": spec.metadata.namespace, "standbyc_spec": spec.metadata.name},
+        report_schedule=ws.report.schedule if ws.report.pushgateway else None,
+        report_bridge_ms=report_bridge_ms(ws.report.schedule),
     )
+
+
+REPORT_MARGIN_MS = 5 * 60_000
+# Without a schedule standbyc can read (or without the CronJob): a Pushgateway rollout.
+DEFAULT_BRIDGE_MS = 15 * 60_000
+
+
+def report_bridge_ms(schedule: str | None) -> int:
+    gap = None if schedule is None else cron_longest_gap(schedule)
+    return DEFAULT_BRIDGE_MS if gap is None else gap * 60_000 + REPORT_MARGIN_MS
 
 
 def build(spec: StandbySpec, source: str) -> Plan:

@@ -88,6 +88,45 @@ def _cron(value: str) -> str:
     return value
 
 
+_MACRO_GAPS = {"@hourly": 60, "@daily": 1440, "@midnight": 1440, "@weekly": 10080}
+
+
+def _cron_set(text: str, field: tuple[str, int, int, tuple[str, ...]]) -> set[int]:
+    """The values one field of a valid schedule matches."""
+    _, lo, hi, _ = field
+    out: set[int] = set()
+    for item in text.split(","):
+        body, _, step = item.partition("/")
+        if body == "*":
+            a, b = lo, hi
+        else:
+            first, _, last = body.partition("-")
+            a = _cron_value(first, field)
+            b = _cron_value(last, field) if last else (hi if step else a)
+        out.update(range(a, b + 1, int(step or 1)))
+    return out
+
+
+def cron_longest_gap(value: str) -> int | None:
+    """The longest wait, in minutes, between two runs of a valid schedule, or None when
+    the day-of-month or month field restricts it (then it runs days apart at best)."""
+    if value.startswith("@"):
+        return _MACRO_GAPS.get(value)
+    fields = value.split(" ")
+    if fields[2] != "*" or fields[3] != "*":
+        return None
+    minutes = _cron_set(fields[0], _CRON_FIELDS[0])
+    hours = _cron_set(fields[1], _CRON_FIELDS[1])
+    days = {d % 7 for d in _cron_set(fields[4], _CRON_FIELDS[4])}
+    week = [
+        day * 1440 + hour * 60 + minute
+        for day in sorted(days)
+        for hour in sorted(hours)
+        for minute in sorted(minutes)
+    ]
+    return max(b - a for a, b in zip(week, [*week[1:], week[0] + 7 * 1440], strict=True))
+
+
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -494,6 +533,13 @@ class WeightReport(Model):
         "http://prometheus-pushgateway.monitoring.svc:9091",
         description="Pushgateway the weight-sync Jobs push standbyc_weights_generation to; "
         "null: no report, and no alerts on it",
+    )
+    schedule: Cron | None = Field(
+        "*/10 * * * *",
+        description="when the weight-report CronJob pushes again what each tier holds, so "
+        "that a Pushgateway restart (without persistence it forgets every push) does not "
+        "leave the weight alerts blind until the next sync; keep it more frequent than "
+        "alerts.weightsUnreported.for. null: no CronJob",
     )
 
 

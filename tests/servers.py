@@ -1,5 +1,5 @@
 """Real servers on 127.0.0.1 for the tests and the bench: nginx (from Debian) serving a
-directory, and the Prometheus Pushgateway (built by `make tools`)."""
+directory, and the Prometheus Pushgateway and server (built by `make tools`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,14 +124,76 @@ class Pushgateway:
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as resp:
             return str(resp.read().decode())
 
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
 
-def start_pushgateway(cwd: Path) -> Pushgateway:
+
+def start_pushgateway(cwd: Path, port: int | None = None) -> Pushgateway:
+    """A Pushgateway as the prometheus-community chart runs it by default: no persistence,
+    so a restart (the same ``port`` again) forgets every push."""
     binary = tools.find("pushgateway")
     if binary is None:
         raise ServerMissing("the Pushgateway is not installed (make tools builds it)")
-    port = free_port()
+    port = port or free_port()
     proc = subprocess.Popen(
         [str(binary), f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"], cwd=cwd
     )
     _wait_port(port, proc, "pushgateway")
     return Pushgateway(port, proc)
+
+
+@dataclass
+class Prometheus:
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    def api(self, path: str, **params: str) -> Any:
+        query = urllib.parse.urlencode(params)
+        url = f"http://127.0.0.1:{self.port}/api/v1/{path}" + (f"?{query}" if query else "")
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            doc = json.loads(resp.read())
+        assert doc["status"] == "success", doc
+        return doc["data"]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        alerts: list[dict[str, Any]] = self.api("alerts")["alerts"]
+        return alerts
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def start_prometheus(directory: Path, config: dict[str, Any]) -> Prometheus:
+    """The Prometheus server (built from the same module version as promtool) with
+    ``config`` (prometheus.yml as a dict; rule_files relative to ``directory``)."""
+    binary = tools.find("prometheus")
+    if binary is None:
+        raise ServerMissing("the Prometheus server is not installed (make tools builds it)")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "prometheus.yml").write_text(json.dumps(config))
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            f"--config.file={directory / 'prometheus.yml'}",
+            f"--storage.tsdb.path={directory / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        cwd=directory,
+    )
+    _wait_port(port, proc, "prometheus")
+    server = Prometheus(port, proc)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # ready: the rules are loaded
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=5) as resp:
+                if resp.status == 200:
+                    return server
+        except OSError:
+            pass
+        time.sleep(0.1)
+    server.stop()
+    raise RuntimeError("prometheus did not become ready")

@@ -115,11 +115,25 @@ def _undone(expr: str) -> list[tuple[str, str]]:
         out.append(("wanted generation of any spec", wanted.sub(r"< on (namespace)\1}", expr)))
     if 'interface!="lo"' in expr:
         out.append(("loopback counted", expr.replace(', interface!="lo"', "")))
-    if "unless on ()" in expr:
-        out.append(("pages when no pod label is exported", expr.partition("# not while")[0]))
-        head, sep, _ = expr.partition("\n  or\n")
-        if sep:
-            out.append(("pages when running pods lose their labels", head + "\n)\n"))
+    if "# a later run of the same CronJob succeeded" in expr:
+        cut = expr.partition("# a later run of the same CronJob succeeded")[0]
+        out.append(("a failed CronJob run pages after later runs succeed", cut))
+    if "# only while kube-state-metrics reports the namespace" in expr:
+        # counts ready pods while the exporter restarts or runs without the allowlist
+        unguarded = expr.partition("# only while kube-state-metrics reports the namespace")[0]
+        out.append(("pages while kube-state-metrics cannot tell", unguarded))
+    bridged = re.compile(r"last_over_time\((\w+\{[^}]*\})\[\w+\]\)")
+    if bridged.search(expr):
+        # the pushed value as scraped: a Pushgateway restart resolves the alert
+        out.append(("Pushgateway restart not bridged", bridged.sub(r"\1", expr)))
+    unpushed = re.compile(r"absent_over_time\((\w+\{[^}]*\})\[\w+\]\)")
+    if unpushed.search(expr):
+        out.append(("Pushgateway restart not bridged", unpushed.sub(r"absent(\1)", expr)))
+    if expr.startswith("# kube-state-metrics reports the namespace without"):
+        lost, sep, unlabelled = expr.partition("\nor\n")
+        assert sep, expr
+        out.append(("allowlist lost not noticed", unlabelled))
+        out.append(("unlabelled pods not noticed", lost + "\n"))
     return out
 
 

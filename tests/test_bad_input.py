@@ -71,10 +71,10 @@ EXPECTED = {
         "so shorten metadata.name (2 more objects are too long)"
     ),
     "derived-name-too-long": (
-        "4:9: metadata.name: derived ClusterPolicy name "
-        "'standbyc-default-an-engine-name-that-is-fifty-one-characters-long-xy-egress' is 75 "
-        "characters; a ClusterPolicy name has at most 63 (Kyverno refuses longer policy "
-        "names), so shorten metadata.name (4 more objects are too long)"
+        "4:9: metadata.name: derived CronJob name "
+        "'an-engine-name-that-is-fifty-one-characters-long-xy-weight-report' is 65 "
+        "characters; a CronJob name has at most 52 (the API server appends 11 characters to "
+        "name each of its Jobs), so shorten metadata.name (5 more objects are too long)"
     ),
     "service-name-starts-with-digit": (
         "4:9: metadata.name: derived Service name '7b-engine-weight-store' must start with a "

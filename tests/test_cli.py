@@ -13,7 +13,7 @@ import pytest
 
 from compiler import pipeline
 from compiler.cli import build_parser
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, Run, run_cli
 
 
 def test_no_command_is_a_usage_error() -> None:
@@ -151,27 +151,49 @@ def test_specs_with_other_label_keys_get_one_allowlist_for_all(tmp_path: Path) -
     assert result.code == 0, result.err
     assert (
         "  one kube-state-metrics for all 2 specs: "
-        "--metric-labels-allowlist=pods=[app,app.kubernetes.io/name,tier]\n"
+        "--metric-labels-allowlist=pods=[app,app.kubernetes.io/name,tier],"
+        "namespaces=[kubernetes.io/metadata.name]\n"
     ) in result.out
     alone = run_cli("compile", str(specs / "a.yaml"), "--out", str(tmp_path / "out"),
                     "--no-validate")  # fmt: skip
     assert "one kube-state-metrics" not in alone.out
 
 
-def test_names_up_to_each_kinds_limit_compile(tmp_path: Path) -> None:
-    """A 46-character name (without a Kyverno policy, 63 at most): its ConfigMaps (253
-    allowed) are longer than 63 and are accepted; the cold tier's Job is 63, at its limit."""
-    name = "e" * 46
+def _named(tmp_path: Path, name: str, extra: str = "") -> Run:
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         f"apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {{name: {name}, "
-        "namespace: n}\nspec:\n  qos: {outputs: [ciliumEgressQoS]}\n"
+        "namespace: n}\nspec:\n  qos: {outputs: [ciliumEgressQoS]}\n" + extra
     )
-    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    return run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+
+
+def test_names_up_to_each_kinds_limit_compile(tmp_path: Path) -> None:
+    """A 46-character name (without a Kyverno policy, 63 at most) and no weight-report
+    CronJob: its ConfigMaps (253 allowed) are longer than 63 and are accepted; the cold
+    tier's Job is 63, at its limit. With the CronJob, 38 characters: it is 52, at its."""
+    name = "e" * 46
+    result = _named(tmp_path, name, "  weightSync: {report: {schedule: null}}\n")
     assert result.code == 0, result.err
     written = {p.name for p in (tmp_path / "out" / "n" / name).iterdir()}
     assert f"configmap-{name}-grpc-channel-args.yaml" in written
     assert f"job-{name}-weight-sync-cold.yaml" in written
+    assert not any(w.startswith("cronjob-") for w in written)
+    name = "e" * 38
+    result = _named(tmp_path, name)
+    assert result.code == 0, result.err
+    assert (tmp_path / "out" / "n" / name / f"cronjob-{name}-weight-report.yaml").exists()
+
+
+def test_a_name_too_long_for_the_report_cronjob_says_how_to_go_without_it(
+    tmp_path: Path,
+) -> None:
+    result = _named(tmp_path, "e" * 39)
+    assert result.code == 2
+    assert (
+        "CronJob name 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee-weight-report' is 53" in result.err
+    )
+    assert "(or set weightSync.report.schedule: null, for no weight-report CronJob)" in result.err
 
 
 def test_json_on_failure_is_one_document(tmp_path: Path) -> None:

@@ -16,20 +16,56 @@ from tests.conftest import REPO
 README = (REPO / "README.md").read_text()
 
 
+def _rows(heading: str) -> list[str]:
+    """The rows of the first table after ``heading``."""
+    after = README.split(heading, 1)[1]
+    lines = after[after.index("\n|") + 1 :].splitlines()
+    rows = lines[: next(i for i, x in enumerate(lines) if not x)]
+    return rows[2:]  # without the header and its rule
+
+
 def _table(heading: str) -> list[str]:
     """The first column of the first table after ``heading``."""
-    after = README.split(heading, 1)[1]
-    table = after.split("\n\n#", 1)[0]
-    found: list[str] = re.findall(r"^\| (`[^|]*(?:\\\|[^|]*)*`) \|", table, re.M)
+    found: list[str] = []
+    for row in _rows(heading):
+        found += re.findall(r"^\| (`[^|]*(?:\\\|[^|]*)*`) \|", row)
     return found
+
+
+def _built(tmp_path: Path) -> list[alerts.Alert]:
+    result = compile_tree([REPO / "specs"], tmp_path / "out", validate=False, write=False)
+    return [a for one in result.specs for a in alerts.build_all(one.plan)]
 
 
 def test_the_alerts_table_is_the_registry(tmp_path: Path) -> None:
     listed = {r.strip("`") for r in _table("### Alerts")}
-    result = compile_tree([REPO / "specs"], tmp_path / "out", validate=False, write=False)
-    built = {a.name for one in result.specs for a in alerts.build_all(one.plan)}
+    built = {a.name for a in _built(tmp_path)}
     assert len(built) == len(alerts.ALERTS)  # the example specs use every alert
     assert listed == built
+
+
+def test_each_line_on_missing_data_is_a_generated_case(tmp_path: Path) -> None:
+    """The table of what each alert does when its exporter is down, restarted or missing:
+    every alert has a line, and every case a line quotes ("…": any text) is one of the
+    generated cases of an alert on that line, for the example specs."""
+    cases: dict[str, set[str]] = {}
+    for alert in _built(tmp_path):
+        cases.setdefault(alert.name, set()).update(c.name for c in alert.cases)
+    rows = _rows("What each alert does when its data is not there")
+    covered: set[str] = set()
+    for row in rows:
+        names = re.findall(r"`(\w+)`", row.split(" | ")[0])
+        covered.update(names)
+        quoted = re.findall(r'"([^"]+)"', row)
+        assert quoted, row
+        for text in quoted:
+            # "…" stands for any text, at the end or in between
+            pattern = ".*".join(re.escape(part.strip()) for part in text.split("…"))
+            found = [
+                c for name in names for c in cases[name] if re.fullmatch(f"{name} {pattern}", c)
+            ]
+            assert found, (names, text)
+    assert covered == set(cases)
 
 
 Leaves = dict[tuple[str, ...], argparse.ArgumentParser]

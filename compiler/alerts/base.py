@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler import names, units
-from compiler.plan import Plan
+from compiler.plan import NAMESPACE_SENTINEL, REPORT_MARGIN_MS, Plan
 from compiler.spec import TIER_NAMES
 
 MARGIN = 0.02  # how far test series sit above or below a threshold
@@ -46,10 +46,9 @@ KSM = {
 }
 
 
-# HotTierBelowReplicas is held back while the engine's pods are exported without their
-# labels (no allowlist), but not until labelled pods have been gone this long: pods that all
-# went away while other pods stay in the namespace page, they do not read as "labels missing".
-LABELS_SEEN_MS = 3600 * 1000
+# kube_namespace_labels' name for the namespace label the allowlist flag exports (the
+# namespace's own name, plan.NAMESPACE_SENTINEL): present only while the flag is in force.
+SENTINEL_LABEL = names.ksm_label(NAMESPACE_SENTINEL)
 
 
 @dataclass(frozen=True)
@@ -191,41 +190,41 @@ class Context:
         matchers = {"namespace": self.ns, **self.engine_labels}
         return f"kube_pod_labels{selector(matchers, {self.tier_key: '.+'})}"
 
-    def labels_missing(self, seen_within_ms: int = 0) -> str:
+    def labels_missing(self) -> str:
         """True (one series, label namespace) while pods run in the namespace but none is
-        exported with the engine's labels: kube-state-metrics lacks the allowlist.
-        ``seen_within_ms``: and none has been for that long (pods that were exported with
-        their labels and then went away are gone, not unlabelled)."""
-        labelled = self.labelled_pods()
-        if seen_within_ms:
-            labelled = f"last_over_time({labelled}[{units.prom_duration(seen_within_ms)}])"
+        exported with the engine's labels: the allowlist lacks them, or no engine pod runs."""
         return (
             f"group by (namespace) (kube_pod_info{selector({'namespace': self.ns})})\n"
             "unless on (namespace)\n"
-            f"group by (namespace) ({labelled})"
+            f"group by (namespace) ({self.labelled_pods()})"
         )
 
-    def labels_withheld(self) -> str:
-        """True while no pod is exported with the engine's labels, and either none has been
-        for ``LABELS_SEEN_MS`` (kube-state-metrics never had the allowlist), or a pod that
-        was exported with them in that time still runs (kube-state-metrics was redeployed
-        without the allowlist, or the labels were removed, under running pods). Pods that
-        were exported with their labels and then went away are neither: they are gone."""
-        seen = f"last_over_time({self.labelled_pods()}[{units.prom_duration(LABELS_SEEN_MS)}])"
-        still_running = (
-            "group by (namespace) (\n"
-            f"  kube_pod_info{selector({'namespace': self.ns})}\n"
-            "  and on (namespace, pod)\n"
-            f"  {seen}\n"
-            ")"
-        )
+    def allowlist_in_force(self) -> str:
+        """One series while kube-state-metrics reports the namespace with standbyc's
+        allowlist in force (its sentinel label exported): it is up, and it exports pod labels.
+        Absent while it restarts, and when it was redeployed without the flag."""
+        matchers = {"namespace": self.ns, SENTINEL_LABEL: self.ns}
+        return f"max(kube_namespace_labels{selector(matchers)})"
+
+    def allowlist_lost(self) -> str:
+        """One series (label namespace) while kube-state-metrics reports the namespace but
+        without the allowlist's sentinel label: it runs without standbyc's flag."""
+        ns = selector({"namespace": self.ns})
+        sentinel = selector({"namespace": self.ns, SENTINEL_LABEL: self.ns})
         return (
-            f"(\n{indent(self.labels_missing(LABELS_SEEN_MS))}\n)\n"
-            "or\n"
-            f"(\n{indent(self.labels_missing())}\n"
-            "  and on (namespace)\n"
-            f"{indent(still_running)}\n)"
+            f"group by (namespace) (kube_namespace_labels{ns})\n"
+            "unless on (namespace)\n"
+            f"group by (namespace) (kube_namespace_labels{sentinel})"
         )
+
+    def namespace_labels(
+        self, values: str | list[str], *, allowlisted: bool = True, namespace: str | None = None
+    ) -> list[Series]:
+        """``kube_namespace_labels`` of a namespace as each replica exports it; with the
+        allowlist in force it carries the sentinel label."""
+        ns = namespace or self.ns
+        labels = {"namespace": ns, **({SENTINEL_LABEL: ns} if allowlisted else {})}
+        return self.ksm_series("kube_namespace_labels", labels, values)
 
     def egress_bytes(self, window_ms: int) -> str:
         matchers = selector({"namespace": self.ns})[:-1] + ', pod!="", interface!="lo"}'
@@ -340,10 +339,62 @@ class Context:
             return None
         return sync_tiers, {"job": names.SYNC_JOB, **self.plan.sync.report_labels}
 
-    def pushed(self, tier: str, gen: int, steps: int, **other: str) -> Series:
-        """A series as the Pushgateway exposes it (scraped with honor_labels: true)."""
+    def last_pushed(self, metric: str, sel: str) -> str:
+        """The last value pushed, for as long as the Pushgateway may have forgotten it
+        before the weight-report CronJob pushes again (``report_bridge_ms``): a
+        Pushgateway restart neither resolves nor raises an alert on it."""
+        window = units.prom_duration(self.plan.sync.report_bridge_ms)
+        return f"last_over_time({metric}{sel}[{window}])"
+
+    def none_pushed(self, metric: str, sel: str) -> str:
+        """One series (the selector's equality labels) while nothing has been pushed for
+        as long as ``last_pushed`` keeps a value."""
+        window = units.prom_duration(self.plan.sync.report_bridge_ms)
+        return f"absent_over_time({metric}{sel}[{window}])"
+
+    def pushed(
+        self,
+        tier: str,
+        gen: int,
+        steps: int,
+        *,
+        values: str | None = None,
+        metric: str = names.WEIGHTS_METRIC,
+        **other: str,
+    ) -> Series:
+        """A series as the Pushgateway exposes it (scraped with honor_labels: true):
+        ``gen`` for ``steps`` scrapes, or ``values``."""
         labels = {"job": names.SYNC_JOB, **self.plan.sync.report_labels, "tier": tier, **other}
-        return Series(f"{names.WEIGHTS_METRIC}{selector(labels)}", f"{gen}x{steps}")
+        return Series(f"{metric}{selector(labels)}", values or f"{gen}x{steps}")
+
+    @property
+    def report_gap_ms(self) -> int:
+        """The longest wait for the weight-report CronJob (the bridge without its margin)."""
+        return self.plan.sync.report_bridge_ms - REPORT_MARGIN_MS
+
+    def forgotten_at(self, restart_ms: int) -> int:
+        """The first evaluation at which a value last scraped at ``restart_ms`` (then
+        forgotten by the Pushgateway, and never pushed again) is no longer kept."""
+        last = restart_ms // self.scrape_ms * self.scrape_ms
+        return self.grid(last + self.plan.sync.report_bridge_ms)
+
+    def spread(self, start_ms: int, end_ms: int, points: int = 12) -> list[int]:
+        """Evaluations from ``start_ms`` to ``end_ms``, ``points`` apart at most."""
+        step = max(self.eval_ms, (end_ms - start_ms) // points)
+        return sorted({self.grid(t) for t in range(start_ms, end_ms, step)} | {end_ms})
+
+    def pushgateway_restart(self, gen: int, last_ms: int, end_ms: int, *, back: bool) -> str:
+        """The values of a pushed series across a Pushgateway restart without persistence:
+        ``gen`` scraped until ``last_ms``, then gone (a stale marker), and with ``back``
+        pushed again by the weight-report CronJob after the longest wait of its schedule,
+        until ``end_ms``."""
+        n = last_ms // self.scrape_ms + 1
+        before = f"{gen}x{n - 1} stale"
+        if not back:
+            return before
+        gap = max(1, self.report_gap_ms // self.scrape_ms)
+        after = max(0, end_ms // self.scrape_ms - n - gap)
+        return f"{before} _x{gap - 1} {gen}x{after}" if gap > 1 else f"{before} {gen}x{after}"
 
 
 def indent(text: str, spaces: int = 2) -> str:

@@ -1,10 +1,19 @@
-"""HotTierBelowReplicas: fewer ready hot pods than tiers.hot.replicas."""
+"""HotTierBelowReplicas: fewer ready hot pods than tiers.hot.replicas.
+
+It counts only while kube-state-metrics reports the namespace with standbyc's allowlist in
+force (``Context.allowlist_in_force``): while kube-state-metrics restarts, or after it was
+redeployed without the flag (StandbyTierLabelsMissing then fires), nothing it exports can
+say how many hot pods are ready, so the alert does not page. A hot tier whose pods are all
+gone pages, and keeps paging until they are back.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from compiler import units
 from compiler.alerts.base import (
-    LABELS_SEEN_MS,
     OTHER_NAMESPACE,
     OTHER_TIER,
     Alert,
@@ -18,7 +27,11 @@ from compiler.alerts.base import (
 
 KEY = "hotReplicasLow"  # its settings in the spec: alerts.hotReplicasLow
 RATE = False
-PRESENT = 4  # scrapes before every engine pod goes away, in the test of that case
+PRESENT = 4  # scrapes before the event a case plays out (pods gone, exporter down, ...)
+KSM_DOWN_MS = 4 * 60_000  # a kube-state-metrics rollout or eviction, as the audit saw one
+LONG_MS = 2 * 3600_000  # how long the cases that must not end by themselves are watched
+
+PodFn = Callable[..., list["Series"]]  # _cases' pod(name, tier, ready, namespace, n)
 
 
 def build(ctx: Context) -> Alert | None:
@@ -39,11 +52,10 @@ def build(ctx: Context) -> Alert | None:
             "  )\n"
             "  or vector(0)\n"
             f") < {hot.replicas}\n"
-            "# not while no pod is exported with its labels (StandbyTierLabelsMissing):\n"
-            "# none for the last "
-            f"{units.prom_duration(LABELS_SEEN_MS)}, or pods exported with them then still run\n"
-            "unless on ()\n"
-            f"(\n{indent(ctx.labels_withheld())}\n)\n"
+            "# only while kube-state-metrics reports the namespace with the allowlist in force:\n"
+            "# not while it restarts, nor after it was redeployed without the flag\n"
+            "and on ()\n"
+            f"{ctx.allowlist_in_force()}\n"
         ),
         for_ms=cfg.for_,
         labels={
@@ -57,10 +69,17 @@ def build(ctx: Context) -> Alert | None:
             f"Hot tier of {ctx.plan.name} has fewer than {hot.replicas} ready pods",
             f"Fewer than {hot.replicas} hot standby pods of {ctx.plan.name} in "
             f"{ctx.ns} have been ready for {units.prom_duration(cfg.for_)}; "
-            "a failover now would land on warm or cold standbys.",
+            "a failover now would land on warm or cold standbys. (If the hot pods do run and "
+            "are ready, kube-state-metrics' allowlist lacks the engine's label keys: run it "
+            f"with {ctx.plan.engine.allowlist_flag}.)",
         ),
     )
-    timeline = ctx.timeline(0, cfg.for_)
+    _cases(ctx, alert, hot.replicas, cfg.for_)
+    return alert
+
+
+def _cases(ctx: Context, alert: Alert, replicas: int, for_ms: int) -> None:
+    timeline = ctx.timeline(0, for_ms)
     steps = timeline.steps
 
     def pod(
@@ -73,8 +92,9 @@ def build(ctx: Context) -> Alert | None:
         engine: bool = True,
     ) -> list[Series]:
         """A pod as kube-state-metrics exports it: one ready series per condition; ``n``
-        samples (default: the timeline's); ``engine`` False: it carries the tier label but
-        not the engine's selector labels (another app's pod)."""
+        samples (default: the timeline's); ``tier`` None: exported without labels;
+        ``engine`` False: it carries the tier label but not the engine's selector labels
+        (another app's pod)."""
         n = n or steps
         out: list[Series] = []
         for condition, value in (("true", ready), ("false", not ready), ("unknown", False)):
@@ -87,6 +107,12 @@ def build(ctx: Context) -> Alert | None:
             + ctx.pod_info(name, f"1x{n}", namespace)
         )
 
+    def hot_pods(n: int = 0, count: int = replicas, tier: str | None = "hot") -> list[Series]:
+        return [s for i in range(count) for s in pod(f"hot-{i}", tier, True, n=n)]
+
+    def ns(n: int = 0, *, allowlisted: bool = True) -> list[Series]:
+        return ctx.namespace_labels(f"1x{n or steps}", allowlisted=allowlisted)
+
     tiers = ctx.tiers
     others = [  # the engine's pods that never count
         *pod("warm-0", "warm" if "warm" in tiers else OTHER_TIER, True),
@@ -94,79 +120,124 @@ def build(ctx: Context) -> Alert | None:
     ]
     if ctx.engine_labels:  # another app's ready pod labelled hot
         others += pod("other-app-hot-0", "hot", True, engine=False)
-    foreign = [*others, *pod("hot-x", "hot", True, OTHER_NAMESPACE)]
-    short = [s for i in range(hot.replicas - 1) for s in pod(f"hot-{i}", "hot", True)]
-    full = [s for i in range(hot.replicas) for s in pod(f"hot-{i}", "hot", True)]
-    unlabelled = [s for i in range(hot.replicas) for s in pod(f"hot-{i}", None, True)]
+    foreign = [
+        *others,
+        *pod("hot-x", "hot", True, OTHER_NAMESPACE),
+        *ctx.namespace_labels(f"1x{steps}", namespace=OTHER_NAMESPACE),
+    ]
     firing = [ctx.expected(alert, {})]
-    # Every engine pod goes away after PRESENT scrapes (kube-state-metrics stops exporting
-    # their series: staleness markers) while another pod stays: the alert fires ``for``
-    # later, and is held back again once no labelled pod has been seen for LABELS_SEEN_MS.
-    last_seen = (PRESENT - 1) * ctx.scrape_ms
-    vanished = ctx.timeline(last_seen + ctx.scrape_ms, cfg.for_)
-    held_back = ctx.grid(last_seen + LABELS_SEEN_MS)  # the first evaluation without them
-    n = held_back // ctx.scrape_ms + 2
-    gone = [Series(s.series, f"1x{PRESENT - 1} stale") for s in [*full, *others]]
-    stays = [*pod("hot-x", "hot", True, OTHER_NAMESPACE, n), *pod("store-0", None, True, n=n)]
-    # The same pods keep running and stay ready, but from the PRESENT-th scrape on
-    # kube-state-metrics exports them without labels: held back, it is not a page.
-    lost = ctx.timeline(last_seen + ctx.scrape_ms, cfg.for_)
-    dropped: list[Series] = []
-    for i in range(hot.replicas):
-        name = f"hot-{i}"
-        dropped += [
-            Series(s.series, f"1x{PRESENT - 1} stale")
-            if s.series.startswith("kube_pod_labels")
-            else s
-            for s in pod(name, "hot", True, n=lost.steps)
-        ]
-        dropped += ctx.labels_series(
-            name, None, " ".join(["_"] * PRESENT + [f"1x{lost.steps - PRESENT}"])
-        )
     alert.cases.extend(
         ctx.fires_then_silent(
             alert,
             timeline,
             (
-                f"HotTierBelowReplicas fires with {hot.replicas - 1} of {hot.replicas} ready",
-                short + foreign,
+                f"HotTierBelowReplicas fires with {replicas - 1} of {replicas} ready",
+                [*hot_pods(count=replicas - 1), *foreign, *ns()],
                 firing,
             ),
-            (f"HotTierBelowReplicas stays silent with {hot.replicas} ready", full + foreign),
+            (
+                f"HotTierBelowReplicas stays silent with {replicas} ready",
+                [*hot_pods(), *foreign, *ns()],
+            ),
+        )
+    )
+    alert.cases.append(
+        Case(
+            "HotTierBelowReplicas fires when no hot pod exists at all",
+            [*foreign, *ns()],
+            [Check(timeline.fire, firing)],
         )
     )
     alert.cases.extend(
         [
+            _all_gone(ctx, pod, [*hot_pods(), *others], firing=firing, for_ms=for_ms),
+            _exporter_restarts(ctx, hot_pods, foreign),
+            _allowlist_lost_then_rollout(ctx, pod, foreign),
             Case(
-                "HotTierBelowReplicas fires when no hot pod exists at all",
-                foreign,
-                [Check(timeline.fire, firing)],
-            ),
-            Case(
-                "HotTierBelowReplicas fires when every engine pod went away while another "
-                "pod stays in the namespace, for as long as labelled pods were seen "
-                f"{units.prom_duration(LABELS_SEEN_MS)} before",
-                [*gone, *stays],
-                [
-                    Check(vanished.fire - ctx.eval_ms, []),
-                    Check(vanished.fire, firing),
-                    Check(held_back - ctx.eval_ms, firing),
-                    Check(held_back, []),
-                ],
-            ),
-            Case(
-                f"HotTierBelowReplicas stays silent with {hot.replicas} ready pods whose labels "
-                "kube-state-metrics does not export (StandbyTierLabelsMissing fires instead)",
-                unlabelled,
+                f"HotTierBelowReplicas stays silent with {replicas} ready pods exported without "
+                "their labels by a kube-state-metrics without the allowlist "
+                "(StandbyTierLabelsMissing fires instead)",
+                [*hot_pods(tier=None), *foreign, *ns(allowlisted=False)],
                 [Check(timeline.end, [])],
-            ),
-            Case(
-                f"HotTierBelowReplicas stays silent when kube-state-metrics stops exporting the "
-                f"labels of {hot.replicas} running, ready hot pods (redeployed without the "
-                "allowlist)",
-                dropped,
-                [Check(t, []) for t in (lost.fire - ctx.eval_ms, lost.fire, lost.end)],
             ),
         ]
     )
-    return alert
+
+
+def _all_gone(
+    ctx: Context,
+    pod: PodFn,
+    engine_pods: list[Series],
+    *,
+    firing: list[dict[str, Any]],
+    for_ms: int,
+) -> Case:
+    """Every engine pod goes away after PRESENT scrapes (kube-state-metrics stops
+    exporting their series) while another pod stays in the namespace: the worst state of
+    all. It fires ``for`` later and keeps firing, hours on."""
+    last_seen = (PRESENT - 1) * ctx.scrape_ms
+    vanished = ctx.timeline(last_seen + ctx.scrape_ms, for_ms)
+    n = LONG_MS // ctx.scrape_ms + 2
+    gone = [Series(s.series, f"1x{PRESENT - 1} stale") for s in engine_pods]
+    stays = [
+        *pod("hot-x", "hot", True, OTHER_NAMESPACE, n),
+        *pod("store-0", None, True, n=n),
+        *ctx.namespace_labels(f"1x{n}"),
+    ]
+    return Case(
+        "HotTierBelowReplicas fires when every engine pod went away while another pod stays "
+        "in the namespace, and keeps firing until they are back",
+        [*gone, *stays],
+        [
+            Check(vanished.fire - ctx.eval_ms, []),
+            Check(vanished.fire, firing),
+            Check(ctx.grid(3600_000), firing),
+            Check(ctx.grid(LONG_MS), firing),
+        ],
+    )
+
+
+def _exporter_restarts(
+    ctx: Context, hot_pods: Callable[..., list[Series]], foreign: list[Series]
+) -> Case:
+    """kube-state-metrics is down for KSM_DOWN_MS (a rollout, an eviction): every series it
+    exports goes stale, then comes back, while all hot pods stay ready. No page."""
+    down = KSM_DOWN_MS // ctx.scrape_ms
+    n = (PRESENT + down) * 2 + LONG_MS // ctx.scrape_ms // 8
+    gap = f"1x{PRESENT - 1} stale _x{down - 1} 1x{n - PRESENT - down}"
+    series = [
+        Series(s.series, gap) if 'job="kube-state-metrics"' in s.series else s
+        for s in [*hot_pods(n), *ctx.namespace_labels(f"1x{n}")]
+    ]
+    end = n * ctx.scrape_ms
+    return Case(
+        f"HotTierBelowReplicas stays silent while kube-state-metrics is down for "
+        f"{units.prom_duration(KSM_DOWN_MS)} and every hot pod stays ready",
+        [*series, *foreign],
+        [Check(ctx.grid(t), []) for t in range(0, end - ctx.scrape_ms, 60_000)],
+    )
+
+
+def _allowlist_lost_then_rollout(ctx: Context, pod: PodFn, foreign: list[Series]) -> Case:
+    """kube-state-metrics is redeployed without the allowlist (pod labels and the
+    sentinel gone), then the engine rolls out: new hot pods, never seen with labels. No
+    page, for as long as it lasts (StandbyTierLabelsMissing says why)."""
+    n = LONG_MS // ctx.scrape_ms + 2
+    old = [f"hot-{i}" for i in range(3)]
+    series: list[Series] = []
+    for name in old:  # until the redeploy: labelled; then unlabelled; gone at the rollout
+        labelled = pod(name, "hot", True, n=PRESENT)
+        series += [Series(s.series, f"1x{PRESENT - 1} stale") for s in labelled]
+    rollout = 2 * PRESENT
+    for i in range(3):
+        name = f"hot-new-{i}"
+        series += [Series(s.series, f"_x{rollout} " + s.values) for s in
+                   pod(name, None, True, n=n - rollout)]  # fmt: skip
+    sentinel = ctx.namespace_labels(f"1x{PRESENT - 1} stale")
+    unflagged = ctx.namespace_labels(f"_x{PRESENT} 1x{n - PRESENT}", allowlisted=False)
+    return Case(
+        "HotTierBelowReplicas stays silent when kube-state-metrics is redeployed without the "
+        "allowlist and the engine then rolls out",
+        [*series, *sentinel, *unflagged, *foreign],
+        [Check(ctx.grid(t), []) for t in (20 * 60_000, 3600_000, LONG_MS)],
+    )

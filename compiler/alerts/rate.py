@@ -11,7 +11,10 @@ Cases, each one failing when the rule departs from the spec in one way:
   one missed kube-state-metrics scrape (which only ``keep_firing_for`` bridges: traffic
   over the threshold reads below it for an evaluation), a counter that restarts, and
   the pod relabelled to another tier (one the spec gives no replicas, where there is one)
-  while the two kube-state-metrics replicas disagree for a scrape.
+  while the two kube-state-metrics replicas disagree for a scrape;
+- *ends, then fires again*: the kubelet or kube-state-metrics down for longer than the
+  window and keep_firing_for leaves no data (no page), and the alert fires ``for`` after
+  the exporter is back.
 
 Every standby tier value matches (hot, warm, cold), also one without replicas, so a pod
 promoted into it mid-incident stays seen; another app's pod with a tier label never does.
@@ -189,7 +192,60 @@ def cases(ctx: Context, alert: Alert, cfg: RateAlert, *, per_pod: bool) -> list[
     if window is not None:
         out.append(window)
     out += _holding_cases(ctx, alert, cfg, t0, timeline.fire, per_pod=per_pod, firing=firing)
+    out += [
+        _outage_case(
+            ctx, alert, cfg, t0, timeline.fire, exporter=exporter, per_pod=per_pod, firing=firing()
+        )
+        for exporter in ("kubelet", "kube-state-metrics")
+    ]
     return out
+
+
+def _outage_case(
+    ctx: Context,
+    alert: Alert,
+    cfg: RateAlert,
+    t0: int,
+    fire: int,
+    *,
+    exporter: str,
+    per_pod: bool,
+    firing: list[dict[str, Any]],
+) -> Case:
+    """The alert fires; then ``exporter`` is down (a restart, an eviction) for longer than
+    the rate window and keep_firing_for. With no data the alert ends, and it fires again
+    ``for`` after the exporter is back (the counters kept counting meanwhile)."""
+    s_ms, keep = ctx.scrape_ms, keep_firing(ctx, cfg)
+    on = t0 // s_ms
+    down_at = math.ceil(fire / s_ms) + 1  # the first scrape that fails
+    quiet = ctx.grid((down_at - 1) * s_ms + cfg.window + keep + 2 * ctx.eval_ms)
+    back_at = quiet // s_ms + 2  # the first scrape that succeeds again
+    # rate() reads a window that holds samples since the return only, by a share of the
+    # traffic: twice the threshold reads over it once the window is half full, and the
+    # whole window is more than enough.
+    again = ctx.grid(back_at * s_ms + cfg.window + cfg.for_) + 2 * ctx.eval_ms
+    steps = again // s_ms + 2
+    sc = Scenario(ctx, cfg, steps, per_pod=per_pod)
+    gap = frozenset(range(down_at, back_at))
+    # Traffic well over the threshold, so that any rate() reading over two samples fires.
+    loud = sc.constant(2.0)
+    inputs: list[Series] = []
+    for pod, tier in sc.pods:
+        inputs += sc.counters(pod, loud, stale=gap if exporter == "kubelet" else frozenset())
+        labels = gauge(steps, on)
+        if exporter == "kube-state-metrics":
+            labels = (
+                f"_x{on} 1x{down_at - on - 1} stale _x{back_at - down_at - 2} "
+                f"1x{steps - back_at - 1}"
+            )
+        inputs += ctx.labels_series(pod, tier, labels)
+    down = units.prom_duration((back_at - down_at) * s_ms)
+    return Case(
+        f"{alert.name} ends while the {exporter} is down for {down} and fires again "
+        f"{units.prom_duration(cfg.for_)} after it is back",
+        [*inputs, *sc.foreign(on)],
+        [Check(fire, firing), Check(quiet, []), Check(again, firing)],
+    )
 
 
 # How far from the threshold a ramp's reading must be at the window case's checks.

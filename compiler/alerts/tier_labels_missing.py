@@ -1,15 +1,17 @@
-"""StandbyTierLabelsMissing: pods run in the namespace, but kube-state-metrics exports none
-of them with the engine's labels, so the bandwidth alerts cannot see a single pod. By
-default kube-state-metrics exports no pod labels at all; it needs
-``--metric-labels-allowlist=pods=[<selector keys>,<tier label>]``."""
+"""StandbyTierLabelsMissing: kube-state-metrics cannot show the bandwidth and replica
+alerts a single pod of the model. Either it runs without standbyc's allowlist (it reports
+the namespace, but without the sentinel label the flag exports), or pods run in the
+namespace and none is exported with the engine's labels. By default kube-state-metrics
+exports no pod or namespace labels at all; it needs the engine's ``allowlist_flag``."""
 
 from __future__ import annotations
 
 from compiler import units
-from compiler.alerts.base import LABELS_SEEN_MS, OTHER_NAMESPACE, Alert, Context, Series
+from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Check, Context, Series, indent
 
 KEY = "tierLabelsMissing"  # its settings in the spec: alerts.tierLabelsMissing
 RATE = False
+KSM_DOWN_MS = 4 * 60_000  # a kube-state-metrics rollout: every series it exports goes stale
 
 
 def build(ctx: Context) -> Alert | None:
@@ -18,37 +20,54 @@ def build(ctx: Context) -> Alert | None:
     alert = Alert(
         name="StandbyTierLabelsMissing",
         expr=(
+            "# kube-state-metrics reports the namespace without the allowlist's sentinel label\n"
+            f"(\n{indent(ctx.allowlist_lost(), 2)}\n)\n"
+            "or\n"
             "# pods run in the namespace, none is exported with the engine's labels\n"
-            f"{ctx.labels_missing()}\n"
+            f"(\n{indent(ctx.labels_missing(), 2)}\n)\n"
         ),
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
         annotations=ctx.annotations(
             "StandbyTierLabelsMissing",
-            f"kube-state-metrics exports no pod of {ctx.plan.name} with its tier label",
-            f"Pods run in {{{{ $labels.namespace }}}}, but for "
-            f"{units.prom_duration(cfg.for_)} no kube_pod_labels series has carried "
-            f"{ctx.plan.engine.tier_label!r} and the engine's selector labels, so the "
-            f"bandwidth alerts of {ctx.plan.name} see no pod and HotTierBelowReplicas is "
-            f"held back ({units.prom_duration(LABELS_SEEN_MS)} after a labelled pod was last "
-            f"seen). Run kube-state-metrics with {flag}, or check that the engine's pods "
-            "carry these labels and still run.",
+            f"kube-state-metrics shows no pod of {ctx.plan.name} with its tier label",
+            f"For {units.prom_duration(cfg.for_)}, kube-state-metrics has either reported "
+            "{{ $labels.namespace }} without the label standbyc's allowlist exports, or "
+            f"exported none of the pods running there with {ctx.plan.engine.tier_label!r} "
+            f"and the engine's selector labels. Until this clears, the bandwidth alerts of "
+            f"{ctx.plan.name} see no pod and HotTierBelowReplicas cannot page. Run "
+            f"kube-state-metrics with {flag}, or check that the engine's pods carry these "
+            "labels.",
         ),
     )
-    timeline = ctx.timeline(0, cfg.for_)
-    every = f"1x{timeline.steps}"
+    _cases(ctx, alert, cfg.for_)
+    return alert
+
+
+def _cases(ctx: Context, alert: Alert, for_ms: int) -> None:
+    timeline = ctx.timeline(0, for_ms)
+    steps = timeline.steps
+    every = f"1x{steps}"
     tiers = ctx.tiers
 
-    def pods(labelled: bool, *, selector: bool = True, ns: str | None = None) -> list[Series]:
+    def pods(
+        labelled: bool, *, selector: bool = True, ns: str | None = None, values: str = every
+    ) -> list[Series]:
         out: list[Series] = []
         for i, tier in enumerate(tiers):
             name = f"{tier}-{i}"
             shown = tier if labelled else None
-            out += ctx.labels_series(name, shown, every, ns, selector_labels=selector)
-            out += ctx.pod_info(name, every, ns)
+            out += ctx.labels_series(name, shown, values, ns, selector_labels=selector)
+            out += ctx.pod_info(name, values, ns)
         return out
 
-    foreign = pods(False, ns=OTHER_NAMESPACE)
+    def ns(*, allowlisted: bool = True, values: str = every) -> list[Series]:
+        return ctx.namespace_labels(values, allowlisted=allowlisted)
+
+    foreign = [
+        *pods(False, ns=OTHER_NAMESPACE),
+        *ctx.namespace_labels(every, allowlisted=False, namespace=OTHER_NAMESPACE),
+    ]
     firing = [ctx.expected(alert, {"namespace": ctx.ns})]
     alert.cases.extend(
         ctx.fires_then_silent(
@@ -56,12 +75,28 @@ def build(ctx: Context) -> Alert | None:
             timeline,
             (
                 "StandbyTierLabelsMissing fires when kube-state-metrics exports no pod label",
-                pods(False) + foreign,
+                [*pods(False), *ns(), *foreign],
                 firing,
             ),
             (
                 "StandbyTierLabelsMissing stays silent when the labels are exported",
-                pods(True) + foreign,
+                [*pods(True), *ns(), *foreign],
+            ),
+        )
+    )
+    alert.cases.extend(
+        ctx.fires_then_silent(
+            alert,
+            timeline,
+            (
+                "StandbyTierLabelsMissing fires when kube-state-metrics exports the pod labels "
+                "but runs without the namespaces part of the allowlist",
+                [*pods(True), *ns(allowlisted=False), *foreign],
+                firing,
+            ),
+            (
+                "StandbyTierLabelsMissing stays silent with no pod at all",
+                [*ns(), *foreign],
             ),
         )
     )
@@ -72,10 +107,27 @@ def build(ctx: Context) -> Alert | None:
                 timeline,
                 (
                     "StandbyTierLabelsMissing fires when the allowlist names only the tier label",
-                    pods(True, selector=False) + foreign,
+                    [*pods(True, selector=False), *ns(), *foreign],
                     firing,
                 ),
-                ("StandbyTierLabelsMissing stays silent with no pod at all", foreign),
+                (
+                    "StandbyTierLabelsMissing stays silent while kube-state-metrics reports "
+                    "nothing of the namespace (it does not exist yet)",
+                    [*ns(allowlisted=False, values=f"_x{steps}"), *foreign],
+                ),
             )
         )
-    return alert
+    # kube-state-metrics restarts: every series it exports is stale for KSM_DOWN_MS, then
+    # back. Labels and sentinel go and come back together, so nothing pages.
+    down = KSM_DOWN_MS // ctx.scrape_ms
+    present = 4
+    gap = f"1x{present - 1} stale _x{down - 1} 1x{steps}"
+    end = (present + down + steps) * ctx.scrape_ms
+    alert.cases.append(
+        Case(
+            "StandbyTierLabelsMissing stays silent while kube-state-metrics is down for "
+            f"{units.prom_duration(KSM_DOWN_MS)}",
+            [*pods(True, values=gap), *ns(values=gap), *foreign],
+            [Check(ctx.grid(t), []) for t in range(0, end - ctx.scrape_ms, 60_000)],
+        )
+    )

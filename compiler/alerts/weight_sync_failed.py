@@ -1,8 +1,17 @@
-"""WeightSyncJobFailed: a weight-sync Job failed."""
+"""WeightSyncJobFailed: a weight-sync Job failed.
+
+With the schedule trigger a CronJob keeps its failed Jobs in its history
+(``failedJobsHistoryLimit``) after later runs succeed: a failed Job counts only while no
+later run of its CronJob has succeeded (kube-state-metrics'
+``kube_cronjob_status_last_successful_time`` against the failed Job's ``kube_job_created``).
+"""
 
 from __future__ import annotations
 
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, Series, selector
+from typing import Any
+
+from compiler import units
+from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Check, Context, Series, selector
 
 KEY = "weightSyncFailed"  # its settings in the spec: alerts.weightSyncFailed
 RATE = False
@@ -19,9 +28,24 @@ def build(ctx: Context) -> Alert | None:
     suffix = "(-[0-9]+)?" if scheduled else ""
     job_re = f"{prefix}({'|'.join(sync_tiers)}){suffix}"
     sel = selector({"namespace": ctx.ns, "condition": "true"}, {"job_name": job_re})
+    expr = f"max by (namespace, job_name) (kube_job_failed{sel}) > 0\n"
+    if scheduled:
+        created = selector({"namespace": ctx.ns}, {"job_name": job_re})
+        cronjobs = selector({"namespace": ctx.ns}, {"cronjob": f"{prefix}({'|'.join(sync_tiers)})"})
+        expr += (
+            "# a later run of the same CronJob succeeded: this failure is history\n"
+            "unless on (namespace, job_name)\n"
+            "(\n"
+            "  label_replace(max by (namespace, job_name) (kube_job_created"
+            f'{created}), "cronjob", "$1", "job_name", "(.+)-[0-9]+")\n'
+            "  < on (namespace, cronjob) group_left ()\n"
+            "  max by (namespace, cronjob) "
+            f"(kube_cronjob_status_last_successful_time{cronjobs})\n"
+            ")\n"
+        )
     alert = Alert(
         name="WeightSyncJobFailed",
-        expr=f"max by (namespace, job_name) (kube_job_failed{sel}) > 0\n",
+        expr=expr,
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
         annotations=ctx.annotations(
@@ -51,13 +75,95 @@ def build(ctx: Context) -> Alert | None:
             timeline,
             (
                 "WeightSyncJobFailed fires for a failed weight-sync Job",
-                [*job(ours, "true", 1), *foreign],
+                [*job(ours, "true", 1), *foreign, *_history(ctx, ours, steps, None)],
                 [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})],
             ),
             (
                 "WeightSyncJobFailed stays silent while the Job has not failed",
-                [*job(ours, "true", 0), *foreign],
+                [*job(ours, "true", 0), *foreign, *_history(ctx, ours, steps, None)],
             ),
         )
     )
+    if scheduled:
+        alert.cases.append(_later_success(ctx, alert, ours, job, timeline))
+    alert.cases.append(_exporter_restart(ctx, alert, ours, job(ours, "true", 1), timeline))
     return alert
+
+
+KSM_DOWN_MS = 4 * 60_000  # a kube-state-metrics rollout or eviction
+
+
+def _exporter_restart(
+    ctx: Context, alert: Alert, ours: str, failed: list[Series], timeline: Any
+) -> Case:
+    """kube-state-metrics is down for KSM_DOWN_MS once the alert fires: with no
+    kube_job_failed it ends, and fires again ``for`` after the exporter is back."""
+    down_at = timeline.fire // ctx.scrape_ms + 1
+    back_at = down_at + KSM_DOWN_MS // ctx.scrape_ms
+    again = ctx.timeline(back_at * ctx.scrape_ms, alert.for_ms).fire
+    steps = again // ctx.scrape_ms + 4
+    gap = f"1x{down_at - 1} stale _x{back_at - down_at - 1} 1x{steps - back_at}"
+    history = [
+        Series(s.series, s.values.replace(f"x{timeline.steps}", f"x{steps}"))
+        for s in _history(ctx, ours, timeline.steps, None)
+    ]
+    firing = [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})]
+    return Case(
+        "WeightSyncJobFailed ends while kube-state-metrics is down for "
+        f"{units.prom_duration(KSM_DOWN_MS)} and fires again "
+        f"{units.prom_duration(alert.for_ms)} after it is back",
+        [*(Series(s.series, gap) for s in failed), *history],
+        [
+            Check(timeline.fire, firing),
+            Check(ctx.grid(down_at * ctx.scrape_ms) + ctx.eval_ms, []),
+            Check(again - ctx.eval_ms, []),
+            Check(again, firing),
+        ],
+    )
+
+
+CREATED_S = 60  # when the tests' failed Job was created (seconds into the test)
+
+
+def _history(ctx: Context, job_name: str, steps: int, success_at: int | None) -> list[Series]:
+    """A CronJob's Job as kube-state-metrics exports it (its creation time), and the
+    CronJob's last successful run: from the ``success_at``-th sample (None: never)."""
+    if not ctx.plan.sync.scheduled:
+        return []
+    cronjob = job_name.rsplit("-", 1)[0]
+    created = ctx.ksm_series(
+        "kube_job_created", {"namespace": ctx.ns, "job_name": job_name}, f"{CREATED_S}x{steps}"
+    )
+    if success_at is None:
+        return created
+    success_s = success_at * ctx.scrape_ms // 1000
+    values = f"_x{success_at} {success_s}x{steps - success_at}"
+    return created + ctx.ksm_series(
+        "kube_cronjob_status_last_successful_time",
+        {"namespace": ctx.ns, "cronjob": cronjob},
+        values,
+    )
+
+
+def _later_success(ctx: Context, alert: Alert, ours: str, job: Any, timeline: Any) -> Case:
+    """The failed run stays in the CronJob's history, but the next run succeeds: the alert
+    fires, then resolves once the success is exported, and stays resolved."""
+    steps = 4 * timeline.steps
+    success_at = timeline.fire // ctx.scrape_ms + 4
+    series = [
+        *[
+            Series(s.series, s.values.replace(f"x{timeline.steps}", f"x{steps}"))
+            for s in job(ours, "true", 1)
+        ],
+        *_history(ctx, ours, steps, success_at),
+    ]
+    resolved = ctx.grid(success_at * ctx.scrape_ms + ctx.eval_ms)
+    return Case(
+        "WeightSyncJobFailed resolves when a later run of the CronJob succeeds",
+        series,
+        [
+            Check(timeline.fire, [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})]),
+            Check(resolved, []),
+            Check(resolved + 10 * ctx.eval_ms, []),
+        ],
+    )

@@ -14,6 +14,8 @@ from compiler.alerts.base import (
     OTHER_NAMESPACE,
     OTHER_TIER,
     Alert,
+    Case,
+    Check,
     Context,
     Record,
     Series,
@@ -41,7 +43,7 @@ def build(ctx: Context) -> Alert | None:
             f"# {names.WEIGHTS_WANTED} is spec.model.generation; the weight-sync Jobs push "
             "what each tier holds\n"
             "max by (namespace, standbyc_spec, tier) (\n"
-            f"  {names.WEIGHTS_METRIC}{sel}\n"
+            f"  {ctx.last_pushed(names.WEIGHTS_METRIC, sel)}\n"
             ")\n"
             "< on (namespace, standbyc_spec) group_left ()\n"
             f"  {record.series}\n"
@@ -92,6 +94,39 @@ def build(ctx: Context) -> Alert | None:
                 [ctx.pushed(tier, WANTED, steps), *current, *foreign, *wanted],
             ),
         )
+    )
+    # The Pushgateway restarts once the alert fires. The weight-report CronJob pushes
+    # again after the longest wait of its schedule: the alert neither resolves nor starts
+    # over. Nothing pushes again: it resolves once the bridge runs out (and
+    # StandbyWeightsUnreported takes over).
+    restart = timeline.fire
+    end = max(restart + ctx.report_gap_ms + 2 * cfg.for_, ctx.forgotten_at(restart))
+    long = end // ctx.scrape_ms + 2
+    wanted_long = [Series(w.series, f"{w.values.partition('x')[0]}x{long}") for w in wanted]
+
+    def restarted(back: bool) -> list[Series]:
+        return [
+            ctx.pushed(t, g, 0, values=ctx.pushgateway_restart(g, restart, end, back=back))
+            for t, g in [(tier, WANTED - 1), *((t, WANTED) for t in sync_tiers if t != tier)]
+        ]
+
+    gone = ctx.forgotten_at(restart)
+    alert.cases.extend(
+        [
+            Case(
+                "StandbyWeightsBehind keeps firing through a Pushgateway restart when the "
+                f"weight-report CronJob pushes again {units.prom_duration(ctx.report_gap_ms)} "
+                "later",
+                [*restarted(True), *foreign, *wanted_long],
+                [Check(t, [firing]) for t in ctx.spread(timeline.fire, end)],
+            ),
+            Case(
+                "StandbyWeightsBehind resolves when the Pushgateway restarted and nothing "
+                f"pushed again for {units.prom_duration(ctx.plan.sync.report_bridge_ms)}",
+                [*restarted(False), *foreign, *wanted_long],
+                [Check(gone - ctx.eval_ms, [firing]), Check(gone, [])],
+            ),
+        ]
     )
     return alert
 

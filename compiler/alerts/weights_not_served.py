@@ -12,7 +12,7 @@ generation stays the one the whole tier last confirmed, below the one on disk.
 from __future__ import annotations
 
 from compiler import names, units
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, Series, selector
+from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Check, Context, Series, selector
 
 KEY = "weightsNotServed"  # its settings in the spec: alerts.weightsNotServed
 RATE = False
@@ -33,9 +33,9 @@ def build(ctx: Context) -> Alert | None:
         expr=(
             "# the generation every engine pod of the tier confirmed, below the one the "
             "weight-sync Job swapped in on its volume\n"
-            f"{by} ({names.SERVED_METRIC}{sel})\n"
+            f"{by} ({ctx.last_pushed(names.SERVED_METRIC, sel)})\n"
             "< on (namespace, standbyc_spec, tier)\n"
-            f"{by} ({names.WEIGHTS_METRIC}{sel})\n"
+            f"{by} ({ctx.last_pushed(names.WEIGHTS_METRIC, sel)})\n"
         ),
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
@@ -45,7 +45,7 @@ def build(ctx: Context) -> Alert | None:
             "The {{ $labels.tier }} engines of "
             f"{{{{ $labels.namespace }}}}/{ctx.plan.name} have served generation "
             f"{{{{ $value }}}}, older than the one on their volume, for "
-            f"{units.prom_duration(cfg.for_)}: {_failed()} pod(s) did not load the new "
+            f"{units.prom_duration(cfg.for_)}: {_failed(ctx)} pod(s) did not load the new "
             "generation when the weight-sync Job asked (its log names them and why). A "
             "failover to them would serve stale weights; restart those pods, or rerun the Job.",
         ),
@@ -71,7 +71,7 @@ def build(ctx: Context) -> Alert | None:
     firing["exp_annotations"]["description"] = (
         firing["exp_annotations"]["description"]
         .replace("{{ $value }}", str(HELD - 1))
-        .replace(_failed(), "1")
+        .replace(_failed(ctx), "1")
     )
     alert.cases.extend(
         ctx.fires_then_silent(
@@ -88,12 +88,55 @@ def build(ctx: Context) -> Alert | None:
             ),
         )
     )
+    # The Pushgateway restarts once the alert fires. The weight-report CronJob pushes both
+    # series again after the longest wait of its schedule: it keeps firing. Nothing
+    # pushes again: it resolves once the bridge runs out.
+    restart = timeline.fire
+    end = max(restart + ctx.report_gap_ms + 2 * cfg.for_, ctx.forgotten_at(restart))
+
+    def restarted(t: str, gen: int, failed: int, back: bool) -> list[Series]:
+        def again(value: int) -> str:
+            return ctx.pushgateway_restart(value, restart, end, back=back)
+
+        return [
+            ctx.pushed(t, HELD, 0, values=again(HELD)),
+            ctx.pushed(t, gen, 0, values=again(gen), metric=names.SERVED_METRIC),
+            ctx.pushed(t, failed, 0, values=again(failed), metric=names.RELOAD_FAILED_METRIC),
+        ]
+
+    def every(back: bool) -> list[Series]:
+        return [
+            *restarted(tier, HELD - 1, 1, back),
+            *(s for t in tiers[1:] for s in restarted(t, HELD, 0, back)),
+            *foreign,
+        ]
+
+    gone = ctx.forgotten_at(restart)
+    alert.cases.extend(
+        [
+            Case(
+                "StandbyServingOldWeights keeps firing through a Pushgateway restart when the "
+                f"weight-report CronJob pushes again {units.prom_duration(ctx.report_gap_ms)} "
+                "later",
+                every(True),
+                [Check(t, [firing]) for t in ctx.spread(timeline.fire, end)],
+            ),
+            Case(
+                "StandbyServingOldWeights resolves when the Pushgateway restarted and nothing "
+                f"pushed again for {units.prom_duration(ctx.plan.sync.report_bridge_ms)}",
+                every(False),
+                [Check(gone - ctx.eval_ms, [firing]), Check(gone, [])],
+            ),
+        ]
+    )
     return alert
 
 
-def _failed() -> str:
-    """An annotation fragment: the pods of the alert's tier that did not load it."""
-    query = f"{names.RELOAD_FAILED_METRIC}{{namespace=%q, standbyc_spec=%q, tier=%q}}"
+def _failed(ctx: Context) -> str:
+    """An annotation fragment: the pods of the alert's tier that did not load it (the
+    last count pushed, like the alert's own series)."""
+    sel = "{namespace=%q, standbyc_spec=%q, tier=%q}"
+    query = ctx.last_pushed(names.RELOAD_FAILED_METRIC, sel)
     return (
         f'{{{{ with printf "{query}" $labels.namespace $labels.standbyc_spec $labels.tier '
         "| query }}{{ . | first | value }}{{ end }}"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from compiler import names, units
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, selector
+from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Check, Context, Series, selector
 
 KEY = "weightsUnreported"  # its settings in the spec: alerts.weightsUnreported
 RATE = False
 REPORTED = 7  # the generation the test's Jobs report
+RESTART_MS = 4 * 60_000  # when the Pushgateway restarts in the cases (any time will do)
 
 
 def build(ctx: Context) -> Alert | None:
@@ -16,13 +17,17 @@ def build(ctx: Context) -> Alert | None:
         return None
     sync_tiers, pushed = reported
     cfg = ctx.plan.alerts.weights_unreported
-    # absent() keeps the labels of its equality matchers: one alert per silent tier.
-    parts = [f"absent({names.WEIGHTS_METRIC}{selector({**pushed, 'tier': t})})" for t in sync_tiers]
+    # absent_over_time() keeps the labels of its equality matchers: one alert per tier.
+    parts = [
+        ctx.none_pushed(names.WEIGHTS_METRIC, selector({**pushed, "tier": t})) for t in sync_tiers
+    ]
     alert = Alert(
         name="StandbyWeightsUnreported",
         expr=(
-            "# no weight-sync Job of the tier has pushed what it holds (or the "
-            "Pushgateway is not scraped)\n" + "\nor\n".join(parts) + "\n"
+            "# nothing has pushed what the tier holds (its weight-sync Job, the "
+            "weight-report CronJob), or the Pushgateway is not scraped\n"
+            + "\nor\n".join(parts)
+            + "\n"
         ),
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
@@ -62,4 +67,40 @@ def build(ctx: Context) -> Alert | None:
             ),
         )
     )
+    alert.cases.extend(_restarts(ctx, alert, sync_tiers, pushed, foreign))
     return alert
+
+
+def _restarts(
+    ctx: Context, alert: Alert, tiers: list[str], pushed: dict[str, str], foreign: list[Series]
+) -> list[Case]:
+    """The Pushgateway restarts without persistence after RESTART_MS: every tier's series
+    is gone. The weight-report CronJob pushes again within its schedule's longest wait: no
+    page. Nothing pushes again: every tier pages, ``for`` after the bridge ran out."""
+    for_ms, bridge = alert.for_ms, ctx.plan.sync.report_bridge_ms
+    last = RESTART_MS // ctx.scrape_ms * ctx.scrape_ms
+    fire = ctx.timeline(last + bridge, for_ms).fire
+    end = fire + 2 * ctx.eval_ms
+
+    def series(back: bool) -> list[Series]:
+        values = ctx.pushgateway_restart(REPORTED, RESTART_MS, end, back=back)
+        return [ctx.pushed(t, REPORTED, 0, values=values) for t in tiers]
+
+    wait, for_text = units.prom_duration(ctx.report_gap_ms), units.prom_duration(for_ms)
+    return [
+        Case(
+            "StandbyWeightsUnreported stays silent through a Pushgateway restart when the "
+            f"weight-report CronJob pushes again {wait} later",
+            [*series(True), *foreign],
+            [Check(t, []) for t in ctx.spread(0, end)],
+        ),
+        Case(
+            "StandbyWeightsUnreported fires for every tier when the Pushgateway restarted and "
+            f"nothing pushed again for {units.prom_duration(bridge)}, {for_text} later",
+            [*series(False), *foreign],
+            [
+                Check(fire - ctx.eval_ms, []),
+                Check(fire, [ctx.expected(alert, {**pushed, "tier": t}) for t in tiers]),
+            ],
+        ),
+    ]

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             if not (pin.fallback_apt and _apt_fallback(pin.fallback_apt, dest)):
                 raise
     if not args.no_schemas:
-        install.download_crd_modules(pins, _log)
+        install.download_crd_modules(pins, _log, tests=args.test_servers)
         root, versions = schemas.default_schema_dir(), list(pins.kube_prebuilt)
         if not schemas.is_fresh(root, versions):
             _log(f"building the offline schemas in {root}")

@@ -75,6 +75,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _publish_parser(wsub)
 
     _sync_parser(wsub)
+    _report_parser(wsub)
 
     v = wsub.add_parser("verify", help="check a checkpoint against a manifest")
     v.add_argument(
@@ -247,3 +248,44 @@ def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_format_option(s)
     s.set_defaults(func=_lazy("cmd_sync"))
+
+
+def _report_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    r = wsub.add_parser(
+        "report",
+        help="push again what each tier's last sync pushed (after a Pushgateway restart)",
+        description="Read each tier's state beside its model directory and push the "
+        "generation it holds (and, with --reload, what its engines were last confirmed "
+        "to serve) to the Pushgateway, as its weight-sync Job did. A Pushgateway without "
+        "persistence forgets every push when it restarts; the weight-report CronJob runs "
+        "this on a schedule so the alerts see the truth again within minutes. A tier whose "
+        "sync is running is skipped (the sync reports when it ends); a tier that holds "
+        "nothing yet is not reported. Exit codes: 0 reported; 2 bad input; 3 internal "
+        "error; 4 the Pushgateway did not take a report after every retry.",
+    )
+    r.add_argument("--pushgateway", required=True, metavar="URL", help="where to push")
+    r.add_argument(
+        "--tier",
+        nargs=2,
+        action="append",
+        required=True,
+        metavar=("NAME", "DIR"),
+        help="a tier and its model directory, as its weight-sync Job's --target (repeatable)",
+    )
+    r.add_argument(
+        "--reload",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "API"),
+        help="the tier's engines reload with API: push what they serve too (repeatable)",
+    )
+    r.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="grouping label of the pushed metrics besides tier (repeatable)",
+    )
+    add_format_option(r)
+    r.set_defaults(func=_lazy("cmd_report"))

@@ -71,10 +71,11 @@ def build(pin: ToolPin, dest: Path, log: Callable[[str], None]) -> bool:
     return True
 
 
-def download_crd_modules(pins: Pins, log: Callable[[str], None]) -> None:
-    """Put the CRD source modules in Go's module cache, so schemas build offline later."""
+def download_crd_modules(pins: Pins, log: Callable[[str], None], *, tests: bool = False) -> None:
+    """Put the CRD source modules in Go's module cache, so schemas build offline later
+    (with ``tests``, the ones only the tests read too)."""
     go = _go()
-    for crd in pins.crds:
+    for crd in [*pins.crds, *(pins.test_crds.values() if tests else ())]:
         if crd.module is None:
             continue
         log(f"go mod download {crd.module}@{crd.version}")

@@ -63,6 +63,9 @@ class Pins:
     kube_default_matrix: tuple[str, ...]
     kube_prebuilt: tuple[str, ...]  # built ahead: the default matrix and an older window
     crds: tuple[CrdSource, ...]
+    # For the tests only: CRD sources by role ("oldest": the oldest release whose CRD
+    # accepts what standbyc emits; "too_old": the one before it).
+    test_crds: dict[str, CrdSource]
     # sha256 of the pin file and of which kinds each source gives; a schema cache built
     # from other pins, or for other kinds, is stale.
     digest: str
@@ -92,5 +95,10 @@ def load() -> Pins:
         kube_default_matrix=tuple(kube["default_matrix"]),
         kube_prebuilt=tuple(kube["prebuilt"]),
         crds=crds,
+        test_crds={
+            role: CrdSource(kinds=kinds.schema_kinds(entry["module"]), **entry)
+            for role, entry in data["test_crds"].items()
+            if not role.startswith("_")
+        },
         digest=hashlib.sha256(raw + repr([(c.label, c.kinds) for c in crds]).encode()).hexdigest(),
     )

@@ -18,6 +18,7 @@ from compiler.render import (
     kyverno,
     plan_doc,
     rules,
+    weight_report,
     weight_store,
     weight_sync,
 )
@@ -33,6 +34,7 @@ OUTPUTS: dict[str, RenderFn] = {
     "istio": istio.render,
     "rules": rules.render,
     "weightSync": weight_sync.render,
+    "weightReport": weight_report.render,
     "engineServices": engine_services.render,
     "plan": plan_doc.render,
     "weightStore": weight_store.render,

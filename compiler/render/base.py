@@ -65,6 +65,8 @@ class Emitted:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     text: str | None = None  # a document for people (Markdown, SVG) instead of ``obj``
+    # For an object the spec can turn off: how, for messages about it (its name too long).
+    without: str = ""
 
     @property
     def kind(self) -> str:

@@ -73,6 +73,19 @@ def job_args(plan: Plan, tier: TierPlan) -> list[str]:
     return [*args, "--format", "json"]
 
 
+# In a namespace with Istio sidecar injection, an injected proxy keeps running after the
+# sync and the Job never completes. Asked per pod (Istio >= 1.24 reads this annotation), the
+# proxy is injected as a native sidecar (an init container with restartPolicy Always, on by
+# default since Kubernetes 1.29): Kubernetes stops it once the sync container exits, and the
+# Job still reaches the store through the mesh. Without Istio the annotation is inert;
+# ambient mode injects nothing, so nothing is asked.
+NATIVE_SIDECAR = {"sidecar.istio.io/nativeSidecar": "true"}
+
+
+def pod_annotations(plan: Plan) -> dict[str, str]:
+    return dict(NATIVE_SIDECAR) if plan.pool.istio.mode == "sidecar" else {}
+
+
 def _job_spec(plan: Plan, r: Renderer, tier: TierPlan) -> Any:
     sync = plan.sync
     context = {
@@ -80,6 +93,8 @@ def _job_spec(plan: Plan, r: Renderer, tier: TierPlan) -> Any:
         "active_deadline_seconds": sync.active_deadline_seconds,
         "ttl_seconds": sync.ttl_seconds,
         "pod_labels": {**plan.labels, **sync.pod_labels, names.TIER_LABEL: tier.name},
+        "pod_annotations": pod_annotations(plan),
+        "container": "weight-sync",
         "service_account": plan.names.weight_sync_account,
         "image": sync.image,
         "args": job_args(plan, tier),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -11,11 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from compiler.errors import EXIT_NOT_LOADED, UsageError
+from compiler.errors import EXIT_NOT_LOADED, EXIT_UNREACHABLE, UsageError
 from compiler.output import Message, emit
 from compiler.units import parse_bandwidth, parse_size
 from compiler.urls import http_url
-from compiler.weights import DEFAULT_EXCLUDES
+from compiler.weights import DEFAULT_EXCLUDES, RELOAD_APIS
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
 from compiler.weights.encode import COPY, RAW, RAW_Z, SPARSE, XOR
@@ -23,6 +24,7 @@ from compiler.weights.errors import VerifyFailed, WeightsError
 from compiler.weights.manifest import Manifest, build_manifest, load_manifest
 from compiler.weights.progress import byte_progress
 from compiler.weights.safetensors_io import Checkpoint
+from compiler.weights.sync.errors import NoPermission, SyncBusy
 from compiler.weights.sync.fetch import MIN_RATE, Fetcher
 from compiler.weights.sync.local import Local, held_generation
 from compiler.weights.sync.publish import check_chunk, publish
@@ -215,6 +217,9 @@ def _labels(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+JOB_UID = 65532  # the weight-sync image's user and group (Dockerfile, the Job's securityContext)
+
+
 def _engines(args: argparse.Namespace) -> Engines | None:
     if args.reload is None:
         for flag in ("engines", "engine_model_path", "engine_model"):
@@ -267,6 +272,15 @@ def cmd_sync(args: argparse.Namespace) -> int:
         sync(fetcher, result, lock_wait=args.lock_wait, reload=ask)
     except WeightsError as exc:
         error = exc
+    except PermissionError as exc:
+        error = NoPermission(
+            f"{exc.filename or args.target}: permission denied. The weight-sync Job runs as "
+            f"uid {JOB_UID}, gid {JOB_UID}, and writes the model directory and .standbyc/ "
+            f"beside it, so {args.target.parent} must be writable by that user or group. The "
+            f"Job sets fsGroup {JOB_UID}, but most ReadWriteMany volumes (NFS, CephFS, EFS) do "
+            f"not apply fsGroup: chown -R {JOB_UID}:{JOB_UID} the claim's directory (or make it "
+            f"group-writable for gid {JOB_UID})"
+        )
     finally:
         fetcher.close()
     held = args.generation if error is None else held_generation(args.target)
@@ -287,3 +301,71 @@ def cmd_sync(args: argparse.Namespace) -> int:
         doc["error"] = f"generation {args.generation} is on disk, but not every engine loaded it"
         return emit(Message(doc, "", result.text(), EXIT_NOT_LOADED), args.format)
     return emit(Message(doc, result.text()), args.format)
+
+
+def _report_tier(
+    name: str, target: Path, api: str | None, url: str, labels: dict[str, str]
+) -> dict[str, Any]:
+    """Push again what one tier's last sync pushed, read from its state; under the
+    target's lock, so that a sync's own push never lands before this older one."""
+    doc: dict[str, Any] = {"tier": name, "target": str(target), "pushed": False}
+    local = Local(target)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(local.locked(0.0))
+        except SyncBusy:
+            doc["skipped"] = "a sync of this tier is running; it reports when it ends"
+            return doc
+        except OSError:
+            pass  # a claim this pod cannot write: no sync can change it either
+        held = held_generation(target)
+        doc["held_generation"] = held
+        if held is None:
+            doc["skipped"] = "the tier holds no generation yet; nothing to report"
+            return doc
+        reloaded = None if api is None else Outcome.recorded(api, held, local.served())
+        if reloaded is not None:
+            doc["served_generation"] = reloaded.served
+            doc["reload_failed_pods"] = reloaded.failed
+        reporter = Reporter(url, {**labels, "tier": name})
+        doc["pushed"] = reporter.push(held, reloaded)
+        if not doc["pushed"]:
+            doc["error"] = reporter.error
+    return doc
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    try:
+        http_url(args.pushgateway)
+    except ValueError as exc:
+        raise UsageError(f"--pushgateway: {exc}") from None
+    labels = _labels(args.label)
+    if "tier" in labels:
+        raise UsageError("--label tier=...: each --tier sets its own")
+    tiers: dict[str, Path] = {}
+    for name, target in args.tier:
+        if name in tiers:
+            raise UsageError(f"--tier {name} given twice")
+        tiers[name] = Path(target)
+    apis: dict[str, str] = {}
+    for name, api in args.reload:
+        if name not in tiers:
+            raise UsageError(f"--reload {name}: no --tier {name}")
+        if api not in RELOAD_APIS:
+            raise UsageError(f"--reload {name} {api}: one of {', '.join(RELOAD_APIS)}")
+        apis[name] = api
+    results = [
+        _report_tier(name, target, apis.get(name), args.pushgateway, labels)
+        for name, target in tiers.items()
+    ]
+    failed = [r for r in results if "error" in r]
+    lines = []
+    for r in results:
+        pushed = f"pushed generation {r.get('held_generation')}"
+        lines.append(f"{r['tier']}: {pushed if r['pushed'] else r.get('skipped', 'not pushed')}")
+    doc = {"ok": not failed, "tiers": results}
+    if failed:
+        error = f"the Pushgateway {args.pushgateway} did not take the report: {failed[0]['error']}"
+        doc["error"] = error
+        return emit(Message(doc, "", "\n".join([*lines, error]), EXIT_UNREACHABLE), args.format)
+    return emit(Message(doc, "\n".join(lines)), args.format)

@@ -122,6 +122,20 @@ def job_command(
     """The exact command of the compiled Job, with only the paths and URL hosts rewritten:
     the store URL's host, the weights mount, the Pushgateway's host."""
     container = job_container(compiled, tier)
+    return _rewritten(container, source=source, weights=weights, pushgateway=pushgateway)
+
+
+def report_command(compiled: Path, *, weights: Path, pushgateway: str) -> list[str]:
+    """The exact command of the compiled weight-report CronJob, rewritten as above."""
+    path = compiled / "inference-system/inference-engine"
+    cronjob = yaml.safe_load((path / "cronjob-inference-engine-weight-report.yaml").read_text())
+    container = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    return _rewritten(container, source="", weights=weights, pushgateway=pushgateway)
+
+
+def _rewritten(
+    container: dict[str, Any], *, source: str, weights: Path, pushgateway: str | None
+) -> list[str]:
     argv = [*container["command"], *container["args"]]
     assert argv[0] == "standbyc"
     out: list[str] = [str(STANDBYC)]
@@ -132,6 +146,11 @@ def job_command(
             out.append(source)
             next(args)
         elif arg == "--target":
+            value = next(args)
+            assert value.startswith("/weights/"), value
+            out.append(str(weights / value.removeprefix("/weights/")))
+        elif arg == "--tier":  # weights report: --tier NAME DIR
+            out.append(next(args))
             value = next(args)
             assert value.startswith("/weights/"), value
             out.append(str(weights / value.removeprefix("/weights/")))

@@ -4,15 +4,29 @@ for a tier behind and for a tier that never reported, and for nothing else."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from compiler import tools, yamlio
-from tests.sync.conftest import Nginx, Pushgateway, job_command, publish, with_arg
+from compiler.weights.cli import JOB_UID
+from compiler.weights.sync.local import Local
+from tests.servers import start_pushgateway
+from tests.sync.conftest import (
+    Nginx,
+    Pushgateway,
+    job_command,
+    publish,
+    report_command,
+    tree_bytes,
+    with_arg,
+)
 
 SPEC_DIR = "inference-system/inference-engine"
 LINE = re.compile(r"^(standbyc_weights_generation\{[^}]*\}) (\S+)$", re.MULTILINE)
@@ -142,3 +156,105 @@ def test_pushed_series_drive_the_compiled_alerts(
     }
     result = _promtool_test(compiled, tmp_path, renamed, expect)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_an_unwritable_claim_is_bad_input_and_the_held_generation_is_still_pushed(
+    nginx: Nginx, pushgateway: Pushgateway, generations: dict[int, Path], compiled: Path
+) -> None:
+    """The Job's user (uid/gid 65532) cannot write the claim, as on a ReadWriteMany volume
+    that ignores fsGroup: exit 2 with who must own what, no traceback, nothing on disk
+    changed, and the generation the tier still holds is pushed."""
+    publish(generations[1], nginx.root, 41)
+    publish(generations[2], nginx.root, 42)
+    # The claim as root left it: readable by everyone, writable by root alone.
+    weights = Path(tempfile.mkdtemp(prefix="standbyc-claim-")) / "weights"
+    try:
+        weights.parent.chmod(0o755)
+        cmd = job_command(compiled, "cold", source=nginx.url, weights=weights,
+                          pushgateway=pushgateway.url)  # fmt: skip
+        root = subprocess.run(with_arg(cmd, "--generation", "41"), capture_output=True,
+                              text=True, check=False)  # fmt: skip
+        assert root.returncode == 0, root.stderr
+        before = tree_bytes(weights)
+        as_job = ["setpriv", "--reuid", str(JOB_UID), "--regid", str(JOB_UID), "--clear-groups"]
+        proc = subprocess.run([*as_job, *cmd], capture_output=True, text=True, check=False)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr and "bug" not in proc.stderr, proc.stderr
+        doc = json.loads(proc.stdout)  # the Job's --format json
+        assert (doc["ok"], doc["exitCode"], doc["held_generation"]) == (False, 2, 41), doc
+        error = doc["error"]
+        assert "permission denied" in error and "fsGroup" in error, error
+        assert f"uid {JOB_UID}, gid {JOB_UID}" in error, error
+        assert f"chown -R {JOB_UID}:{JOB_UID}" in error, error
+        assert tree_bytes(weights) == before
+        series = _pushed_series(pushgateway)
+        assert [(_labels(s)["tier"], v) for s, v in series.items()] == [("cold", 41.0)]
+    finally:
+        shutil.rmtree(weights.parent)
+
+
+def _standbyc_lines(pushgateway: Pushgateway) -> list[str]:
+    return sorted(x for x in pushgateway.metrics().splitlines() if x.startswith("standbyc_"))
+
+
+def test_the_report_cronjob_pushes_again_what_a_restarted_pushgateway_forgot(
+    nginx: Nginx, pushgateway: Pushgateway, generations: dict[int, Path], compiled: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The Pushgateway restarts without persistence: every push is gone. The compiled
+    weight-report CronJob's exact command pushes again, per tier, what its last sync
+    pushed (held, served and failed pods alike), skips a tier whose sync is running,
+    and reports nothing for a tier that holds nothing."""
+    publish(generations[1], nginx.root, 41)
+    publish(generations[2], nginx.root, 42)
+    weights = tmp_path / "weights"
+
+    def command(tier: str, gateway: Pushgateway) -> list[str]:
+        return job_command(compiled, tier, source=nginx.url, weights=weights,
+                           pushgateway=gateway.url)  # fmt: skip
+
+    assert (
+        subprocess.run(command("hot", pushgateway), capture_output=True, check=False).returncode
+        == 0
+    )
+    to_41 = with_arg(command("warm", pushgateway), "--generation", "41")
+    assert subprocess.run(to_41, capture_output=True, check=False).returncode == 0
+    pushed = _standbyc_lines(pushgateway)
+    assert len(pushed) == 6, pushed  # hot and warm reload: held, served, failed pods each
+    assert {_labels(x)["tier"] for x in pushed} == {"hot", "warm"}
+
+    pushgateway.proc.terminate()
+    pushgateway.proc.wait(timeout=10)
+    restarted = start_pushgateway(tmp_path)
+    try:
+        assert _standbyc_lines(restarted) == []
+        report = report_command(compiled, weights=weights, pushgateway=restarted.url)
+        proc = subprocess.run(report, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        doc = json.loads(proc.stdout)
+        assert [(t["tier"], t["pushed"]) for t in doc["tiers"]] == [
+            ("hot", True), ("warm", True), ("cold", False)
+        ]  # fmt: skip
+        assert "holds no generation" in doc["tiers"][2]["skipped"]
+        assert _standbyc_lines(restarted) == pushed
+
+        # A sync of hot is running (it holds the target's lock): hot is left to it.
+        restarted.proc.terminate()
+        restarted.proc.wait(timeout=10)
+        restarted = start_pushgateway(tmp_path)
+        report = report_command(compiled, weights=weights, pushgateway=restarted.url)
+        with Local(weights / "hot/llama-7b").locked():
+            proc = subprocess.run(report, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        hot = json.loads(proc.stdout)["tiers"][0]
+        assert (hot["pushed"], "sync of this tier is running" in hot["skipped"]) == (False, True)
+        assert {_labels(x)["tier"] for x in _standbyc_lines(restarted)} == {"warm"}
+    finally:
+        restarted.proc.terminate()
+        restarted.proc.wait(timeout=10)
+
+    # The Pushgateway does not answer: exit 4, naming it.
+    report = report_command(compiled, weights=weights, pushgateway=restarted.url)
+    proc = subprocess.run(report, capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert restarted.url in json.loads(proc.stdout)["error"]

@@ -52,3 +52,9 @@ class DiskFull(WeightsError):
     """No space left where standbyc writes; its temporary files are removed (exit 2)."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class NoPermission(WeightsError):
+    """The Job cannot write where it keeps the weights (exit 2): who must own what."""
+
+    exit_code = EXIT_BAD_INPUT

@@ -194,7 +194,7 @@ def held_generation(target: Path) -> int | None:
     """The generation ``state.json`` records for ``target``, if its files still look as
     they did then. Needs no index: for reporting when the store cannot be read."""
     local = Local(target)
-    state = read_state(local.state / "state.json")
+    state = read_state(local.state / "state.json")  # unreadable: None
     if state is None or not isinstance(state.get("generation"), int):
         return None
     try:

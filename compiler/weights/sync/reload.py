@@ -97,10 +97,12 @@ class Outcome:
     served: int | None = None  # the generation the whole tier is known to serve
     seconds: float = 0.0
     error: str = ""  # the pods could not be found
+    recorded_failed: int = 0  # ``recorded``: how many failed when they were last asked
 
     @property
     def failed(self) -> int:
-        return sum(not p.serves for p in self.pods) + (1 if self.error else 0)
+        asked = sum(not p.serves for p in self.pods) + (1 if self.error else 0)
+        return asked + self.recorded_failed
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,14 +135,21 @@ class Outcome:
     @classmethod
     def recorded(cls, api: str, generation: int, record: dict[str, Any]) -> Outcome:
         """What an earlier run's record says the tier serves (nobody asked this time)."""
-        served = record.get("generation")
-        return cls(api, generation, served=served if isinstance(served, int) else None)
+        served, failed = record.get("generation"), record.get("failed")
+        return cls(
+            api,
+            generation,
+            served=served if isinstance(served, int) else None,
+            recorded_failed=failed if isinstance(failed, int) and failed >= 0 else 0,
+        )
 
     def record(self) -> dict[str, Any]:
-        """What ``state.json`` keeps: per pod, the generation it confirmed."""
+        """What ``state.json`` keeps: per pod, the generation it confirmed; and how many
+        did not load it, so that a later report pushes what this run pushed."""
         return {
             "generation": self.served,
             "pods": {p.address: self.generation for p in self.pods if p.serves},
+            "failed": self.failed,
         }
 
 
