@@ -46,11 +46,12 @@ demo: validators
 test: tools lint $(TORCH_STAMP)
 	STANDBYC_REQUIRE_TORCH=1 $(PY) -m pytest
 
-## fuzz: the property tests with the large hypothesis profile, and a kill at every step of a
-## compile (nightly)
+## fuzz: the property tests with the large hypothesis profile, a kill at every step of a
+## compile, and the gate with and without reuse over every identity and unit test (nightly)
 fuzz: tools $(TORCH_STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest tests/test_property.py tests/test_yamlio.py \
-	  tests/weights/test_fuzz.py tests/test_compile_kills.py tests/sync/test_hostile_fuzz.py
+	  tests/weights/test_fuzz.py tests/test_compile_kills.py tests/sync/test_hostile_fuzz.py \
+	  tests/gate/test_differential.py
 
 lint: install
 	$(BIN)/ruff check compiler tests bench

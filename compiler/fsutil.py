@@ -15,6 +15,13 @@ from pathlib import Path
 from compiler.errors import UsageError
 
 
+def user_dir(name: str) -> Path:
+    """``$XDG_CACHE_HOME/standbyc/<name>``, or ``~/.cache/standbyc/<name>``: where standbyc
+    keeps what it builds for a user (its cache, tools, schemas)."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "standbyc" / name
+
+
 def resolved(path: Path) -> Path:
     """``path.resolve()``, or a UsageError naming the path when it cannot be resolved (a
     symlink loop, which pathlib reports as a RuntimeError)."""

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from compiler import cache, kinds, units, yamlio
+from compiler import kinds, units, yamlio
 from compiler.checks import check_spec
 from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
@@ -27,6 +27,7 @@ from compiler.load import LoadedSpec, Positions, display_path, load_text, read_s
 from compiler.plan import Plan, build
 from compiler.render import render_all
 from compiler.render.base import Emitted, Renderer
+from compiler.reuse import store
 from compiler.spec import cron_longest_gap
 
 SHARED_SOURCE = "standbyc (shared by all specs)"
@@ -288,8 +289,8 @@ def read_spec_text(path: Path, root: Path) -> SpecText:
 def _text_key(spec: SpecText, renderer: Renderer) -> str:
     """The key of what a spec's text gave; with the templates in it, a hit means its
     rendering was remembered too (both are stored by the same compile)."""
-    return cache.key(
-        "spec-text", cache.code_digest(), renderer.digest, spec.shown, spec.source, spec.text
+    return store.key(
+        "spec-text", store.code_digest(), renderer.digest, spec.shown, spec.source, spec.text
     )
 
 
@@ -309,9 +310,9 @@ def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
     shown, source = spec.shown, spec.source
     # The same text (shown under the same name, by the same standbyc) parses to the same
     # data and locations: the YAML parse, most of a warm compile, is skipped then.
-    store = cache.Store("compile")
-    text_key = _text_key(spec, renderer) if store.enabled else None
-    before = _cached_loaded(store.get_json(text_key)) if text_key is not None else None
+    kept = store.Store("compile")
+    text_key = _text_key(spec, renderer) if kept.enabled else None
+    before = _cached_loaded(kept.get_json(text_key)) if text_key is not None else None
     if before is not None:
         loaded = LoadedSpec(shown, before.data, Positions())
         plan = build(check_spec(loaded), shown)
@@ -322,7 +323,7 @@ def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
         name_location = loaded.positions.locate(shown, ("metadata", "name"))
         warnings = _spec_warnings(loaded, plan)
         if text_key is not None and _json_exact(loaded.data):
-            store.put_json(
+            kept.put_json(
                 text_key,
                 {
                     "data": loaded.data,
@@ -334,10 +335,10 @@ def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
     # The rendering depends on nothing but the spec's data, the header's source, standbyc
     # itself and the templates: the same four give the same files (compiler.cache).
     key = hit = None
-    if store.enabled:
+    if kept.enabled:
         data = json.dumps(loaded.data, default=repr, ensure_ascii=False)
-        key = cache.key("compile", cache.code_digest(), renderer.digest, source, data)
-        hit = store.get_json(key)
+        key = store.key("compile", store.code_digest(), renderer.digest, source, data)
+        hit = kept.get_json(key)
     cached = _cached_render(hit, directory)
     if cached is not None:
         emitted, files = cached
@@ -345,7 +346,7 @@ def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
         emitted, files = _render(plan, renderer, source, directory, name_location)
         if key is not None:
             objects = [{"relpath": e.relpath, "obj": e.obj, "text": e.text} for e in emitted]
-            store.put_json(key, {"files": files, "objects": objects})
+            kept.put_json(key, {"files": files, "objects": objects})
     return CompiledSpec(plan, directory, files, emitted, name_location, source, warnings)
 
 
@@ -382,13 +383,13 @@ def _compile_each(
     """Each spec compiled, or its problems; in order."""
     global _POOL_JOB  # noqa: PLW0603 -- read by the forked workers
     texts = [_read_or_problems(p, root) for p in paths]  # each spec file read once
-    store = cache.Store("compile")
+    kept = store.Store("compile")
     # A spec compiled before takes a few milliseconds here, less than a worker takes to
     # send its files back: only the others go to the pool.
     cold = [
         i
         for i, t in enumerate(texts)
-        if isinstance(t, SpecText) and not (store.enabled and store.has(_text_key(t, renderer)))
+        if isinstance(t, SpecText) and not (kept.enabled and kept.has(_text_key(t, renderer)))
     ]
     workers = min(os.cpu_count() or 1, len(cold) // 2)
     compiled: dict[int, CompiledSpec | Problems] = {}

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler import cache
 from compiler.errors import ToolFailed, ToolMissing
+from compiler.fsutil import user_dir
 
 _VALIDATOR_HINT = (
     "standbyc tools install  (builds the pinned validators with Go, into {dir}); "
@@ -37,7 +37,7 @@ INSTALL_HINTS: dict[str, str] = {
 
 def user_bin_dir() -> Path:
     """Where ``standbyc tools install`` puts tools by default."""
-    return cache.user_dir("bin")
+    return user_dir("bin")
 
 
 def search_dirs() -> list[Path]:

@@ -246,8 +246,8 @@ def read_back(text: str) -> list[Any]:  # noqa: PLR0912 -- one loop, run per eve
 
     libyaml parses (through PyYAML); the values are built from its events here, with
     PyYAML's own resolver and constructors for every scalar that is not a string: what
-    ``yaml.safe_load_all`` gives, in about half the time. An alias, a merge key or a tag
-    raises (standbyc never writes one)."""
+    ``yaml.safe_load_all`` gives, in about half the time. An alias, a merge key, a tag or
+    a duplicate key raises (standbyc never writes one)."""
     docs: list[Any] = []
     stack: list[Any] = []  # the open mappings and sequences, innermost last
     keys: list[Any] = []  # per open container: a mapping's pending key (_NO_KEY: none)
@@ -280,6 +280,8 @@ def read_back(text: str) -> list[Any]:  # noqa: PLR0912 -- one loop, run per eve
                 hash(value)  # a mapping or a sequence as a key is not hashable
                 keys[-1] = value
             else:
+                if key in top:  # Kubernetes' reader refuses it; last-one-wins would hide one
+                    raise ValueError(f"a duplicate key ({key!r})")
                 top[key] = value
                 keys[-1] = _NO_KEY
     finally:

@@ -129,13 +129,17 @@ def test_a_file_that_does_not_read_back_as_its_object_is_never_written(
         ("automountServiceAccountToken: !!bool false", "explicit tag"),
         ("automountServiceAccountToken: !custom false", "explicit tag"),
         ("<<: {}\nautomountServiceAccountToken: false", "merge"),
+        (
+            "automountServiceAccountToken: true\nautomountServiceAccountToken: false",
+            "a duplicate key ('automountServiceAccountToken')",
+        ),
     ],
 )
 def test_a_template_that_renders_more_than_plain_data_is_refused(
     line: str, refusal: str, tmp_path: Path
 ) -> None:
-    """Rendered text is read as plain YAML 1.1 data: what a tag, an alias or a merge key
-    would make of it is never guessed."""
+    """Rendered text is read as plain YAML 1.1 data: what a tag, an alias, a merge key or
+    a duplicate key would make of it is never guessed."""
     overrides = tmp_path / "templates"
     overrides.mkdir()
     sa = (packaged_templates() / "serviceaccount.yaml.j2").read_text()

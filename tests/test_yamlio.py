@@ -139,6 +139,8 @@ REFUSED = [
     "a: !custom x\n",
     "a: =\n",  # the YAML 1.1 value key
     "a: [1\n",  # not YAML at all
+    "a: 1\nb: 2\na: 3\n",  # a duplicate key (a template that wrote one would lose a value)
+    "spec:\n  x: 1\n  x: 1\n",  # even with the same value
 ]
 
 

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from compiler import tools, yamlio
-from compiler.gate import kubeconform, kyverno, pint, promtool, schemas, shapes
+from compiler.gate import kubeconform, kyverno, pint, promtool, schemas
 from compiler.gate.files import unreadable
-from compiler.gate.memo import GateMemo
 from compiler.gate.report import WARNING, FileResult, Finding, Report, VersionResult
 from compiler.gate.schemas import SchemasMissing, default_schema_dir
+from compiler.reuse import shapes, verdicts
 
 __all__ = [
     "DEFAULT_KUBE_VERSIONS",
@@ -117,29 +117,29 @@ def _under(rel: str, prefixes: set[str]) -> bool:
 
 
 def _rule_sources(
-    manifests: Sequence[str], display: Callable[[str], str], memo: GateMemo
-) -> list[promtool.RuleSource]:
+    manifests: Sequence[str], display: Callable[[str], str], memo: verdicts.GateMemo
+) -> tuple[list[promtool.RuleSource], list[Finding]]:
+    """Every PrometheusRule in the manifests, found by parsing each of them (never by a
+    pattern: an alias or an escape may spell the kind), and a finding for each manifest
+    that cannot be read to look."""
     sources: list[promtool.RuleSource] = []
+    unread: list[Finding] = []
     for rel in manifests:
-        if b"PrometheusRule" not in memo.read(rel):  # cheap filter: only files that may hold one
+        docs = memo.parsed_documents(rel)
+        if isinstance(docs, str):
+            unread.append(
+                Finding(display(rel), "", "", "", f"cannot be read to find PrometheusRules in "
+                        f"it: {docs}", "standbyc")
+            )  # fmt: skip
             continue
-        found = _rule_docs(memo.documents_of(rel, _read_docs))
+        found = _rule_docs(docs)
         for i, (name, groups) in enumerate(found):
             if groups is None:
                 continue  # kubeconform reports the missing/mistyped field
             suffix = f".{i}" if len(found) > 1 else ""
             plain = f"{Path(rel).with_suffix('').as_posix()}{suffix}.rules.yaml"
             sources.append(promtool.RuleSource(display(rel), name, groups, plain, rel))
-    return sources
-
-
-def _read_docs(data: bytes) -> list[Any]:
-    """The documents of a manifest; none when it is not YAML (kubeconform reports that,
-    with its location)."""
-    try:
-        return yamlio.read_back(data.decode("utf-8", "replace"))
-    except Exception:
-        return []
+    return sources, unread
 
 
 def _rule_docs(docs: Sequence[Any]) -> list[tuple[str, list[Any] | None]]:
@@ -160,7 +160,7 @@ def _stale_test_rules(
     root: Path,
     sources: Sequence[promtool.RuleSource],
     display: Callable[[str], str],
-    memo: GateMemo,
+    memo: verdicts.GateMemo,
 ) -> list[Finding]:
     """The unit tests load copies of the PrometheusRule's groups from ``tests/*.rules.yaml``
     beside it (one copy of the group per alert, or one of all of it). Every rule in a copy
@@ -317,7 +317,7 @@ def run_gate(
 
     # Passes remembered from earlier runs over the same bytes with the same tools are
     # not run again (compiler.gate.memo): a whole tree's, else each file's.
-    memo = GateMemo(root, sd.identity(), known, parsed)
+    memo = verdicts.GateMemo(root, verdicts.schemas_key(sd, versions), known, parsed)
     tree_key = None
     if memo.store.enabled:  # the tools found (or not) are part of the key
         prefixes = sorted(spec_prefixes(only)) if only is not None else None
@@ -361,7 +361,7 @@ class _Setup:
     policy_tests: list[str]
     have_pint: bool
     have_kyverno: bool
-    memo: GateMemo
+    memo: verdicts.GateMemo
 
     def display(self, rel: str) -> str:
         return f"{self.shown_root}/{rel}" if self.shown_root else rel
@@ -402,7 +402,11 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         # A manifest whose schema has the shape it had at an earlier version takes that
         # version's result, and one whose schema only extends it takes its pass
         # (compiler.gate.shapes).
-        owned = shapes.owners(sd, versions, manifests, memo.read)
+        owned = (
+            shapes.owners(sd, versions, manifests, memo.parsed_documents)
+            if memo.on
+            else shapes.Owners()
+        )
         kube_runs = [
             pool.submit(
                 memo.kubeconform_run,
@@ -420,7 +424,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
             for batch in test_batches
         ]
         policies = pool.submit(kyverno.run, policies_split.todo, cwd=root, display=display)
-        sources = _rule_sources(manifests, display, memo)
+        sources, unread = _rule_sources(manifests, display, memo)
         rules = memo.split(sources, lambda src: memo.rules_key(src.groups))
         checked = pool.submit(_check_then_lint, rules.todo, tmp, have_pint)
         ran_versions = dict(zip(versions, [wait(f) for f in kube_runs], strict=False))
@@ -441,7 +445,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
     policy_outcome = memo.merged(policy_ran, policies_split, policy_shown)
 
     kube_findings = _merge_versions([f for r in kube_results for f in r.findings])
-    findings = [*kube_findings, *check_outcome.findings]
+    findings = [*kube_findings, *unread, *check_outcome.findings]
     if pint_outcome is not None:
         findings += pint_outcome.findings
     findings += test_outcome.findings

@@ -33,8 +33,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from compiler import cache, tools
+from compiler import tools
 from compiler.errors import EXIT_BAD_INPUT, StandbycError, ToolFailed, ToolMissing
+from compiler.fsutil import user_dir
 from compiler.gate import crd as crdconv
 from compiler.gate import pins as pinfile
 
@@ -134,7 +135,7 @@ def default_schema_dir() -> Path:
     repo = Path(__file__).resolve().parents[2]
     if (repo / "pyproject.toml").is_file() and (repo / "compiler").is_dir():
         return repo / ".cache" / "schemas"
-    return cache.user_dir("schemas")
+    return user_dir("schemas")
 
 
 # --- Kubernetes core -------------------------------------------------------------------
@@ -410,7 +411,7 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
 def overlay_dir() -> Path:
     """Where Kubernetes versions are built when the schema directory is read-only: the
     user cache if it can be written, else the temp directory."""
-    for base in (cache.user_dir("schemas-extra"), Path(tempfile.gettempdir()) / "standbyc"):
+    for base in (user_dir("schemas-extra"), Path(tempfile.gettempdir()) / "standbyc"):
         try:
             base.mkdir(parents=True, exist_ok=True)
         except OSError:

@@ -21,8 +21,9 @@ from typing import Any
 import jinja2
 import yaml
 
-from compiler import cache, kinds
+from compiler import kinds
 from compiler.errors import TemplateError
+from compiler.reuse import store
 from compiler.yamlio import double_quoted, read_back
 
 
@@ -115,8 +116,8 @@ class Renderer:
     def digest(self) -> str:
         """The templates this renderer reads, as a cache key part."""
         if self._digest is None:
-            parts = [cache.tree_digest(directory) for directory in self._search]
-            self._digest = cache.key("templates", *parts)
+            parts = [store.tree_digest(directory) for directory in self._search]
+            self._digest = store.key("templates", *parts)
         return self._digest
 
     def render_text(self, template: str, context: dict[str, Any]) -> str:
@@ -162,8 +163,8 @@ def _parse(text: str, template: str) -> list[Any]:
         raise TemplateError(f"{template}: rendered text is not valid YAML: {exc}") from None
     except (ValueError, TypeError) as exc:
         raise TemplateError(
-            f"{template}: rendered text is not plain data (no tags, aliases, merge keys or "
-            f"complex keys): {exc}"
+            f"{template}: rendered text is not plain data (no tags, aliases, merge keys, "
+            f"duplicate keys or complex keys): {exc}"
         ) from None
 
 

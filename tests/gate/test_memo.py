@@ -4,15 +4,20 @@ again."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compiler import cache, tools
-from compiler.gate import identity, run_gate
+from compiler import tools
+from compiler.gate import DEFAULT_KUBE_VERSIONS, Report, run_gate
+from compiler.reuse import identity, store
 from tests.conftest import OUT
+from tests.gate.test_differential import verdicts
 
 SPEC = "inference-system/inference-engine"
 
@@ -111,7 +116,7 @@ def test_another_standbyc_runs_again(
 ) -> None:
     """standbyc's own code decides what is checked: an upgraded one finds no old pass."""
     assert run_gate(tree, schema_dir=validators, display_root="out").ok
-    monkeypatch.setattr(cache, "code_digest", lambda: "another standbyc")
+    monkeypatch.setattr(store, "code_digest", lambda: "another standbyc")
     again = run_gate(tree, schema_dir=validators, display_root="out")
     assert again.ok and again.reused == 0
     assert {"kubeconform", "promtool"} <= set(_ran(again))
@@ -150,3 +155,31 @@ def test_a_unit_test_seen_before_is_found_by_its_bytes(
     again = run_gate(tree, schema_dir=validators, display_root="elsewhere")  # no tree hit
     assert again.ok and again.reused > 0
     assert not [rel for rel in abstracted if rel.endswith(".test.yaml")]
+
+
+def test_a_schema_changed_in_place_is_another_schema_set(
+    tree: Path, cache_dir: Path, validators: Path, tmp_path: Path
+) -> None:
+    """A pass is keyed on the bytes of the schemas, not on where they are or what the
+    build recorded: a schema edited in place (its time set back) is validated against."""
+    schemas = tmp_path / "schemas"
+    shutil.copytree(validators, schemas, symlinks=True)
+    assert run_gate(tree, schema_dir=schemas, display_root="out").ok
+    for version in DEFAULT_KUBE_VERSIONS:
+        path = schemas / "kubernetes" / f"v{version}.0" / "configmap-v1.json"
+        st = path.stat()
+        schema = json.loads(path.read_text())
+        schema["required"] = ["immutableSince"]  # a field no ConfigMap has
+        path.write_text(json.dumps(schema))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    cached = run_gate(tree, schema_dir=schemas, display_root="out")
+    plain = _without_reuse(lambda: run_gate(tree, schema_dir=schemas, display_root="out"))
+    assert not plain.ok
+    assert not cached.ok
+    assert verdicts(cached) == verdicts(plain)
+
+
+def _without_reuse(run: Callable[[], Report]) -> Report:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STANDBYC_REUSE", "off")
+        return run()

@@ -6,6 +6,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from compiler.gate import run_gate
 from tests.conftest import OUT
 
@@ -121,3 +123,54 @@ def test_a_deployed_rule_without_a_tested_copy_is_an_error(
         "PrometheusRule/inference-engine-failover: /spec/groups/0/rules/6: no copy under tests/ "
         "holds 'StandbyWeightsBehind': no unit test covers it (recompile)"
     ]
+
+
+BAD_RULE = (
+    FIXTURES / "broken" / "bad-promql" / "inference-system/seed/prometheusrule-seed-egress.yaml"
+)
+
+
+def _spelled(tmp_path: Path, text: str) -> Path:
+    root = tmp_path / "tree"
+    target = root / "inference-system/seed/prometheusrule-seed-egress.yaml"
+    target.parent.mkdir(parents=True)
+    target.write_text(text)
+    return root
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        # the kind written with an escape
+        lambda t: t.replace("kind: PrometheusRule", 'kind: "Prometheus\\x52ule"'),
+        # an alias: valid YAML, which Kubernetes and kubeconform read
+        lambda t: (
+            t.replace("      rules:\n", "      rules: &r\n")
+            + "    - name: again\n      rules: *r\n"
+        ),
+        # a duplicate key, which PyYAML reads as the last one
+        lambda t: t.replace(
+            "  namespace: inference-system\n", "  namespace: x\n  namespace: inference-system\n"
+        ),
+    ],
+    ids=["escaped-kind", "alias", "duplicate-key"],
+)
+def test_a_prometheusrule_however_spelled_is_checked_by_promtool(
+    spelling: Callable[[str], str], tmp_path: Path, validators: Path
+) -> None:
+    """The kind is found by parsing, never by a pattern: promtool sees the rule."""
+    root = _spelled(tmp_path, spelling(BAD_RULE.read_text()))
+    report = run_gate(root, schema_dir=validators, display_root="out")
+    assert not report.ok
+    check = [f for f in report.errors if f.tool == "promtool-check"]
+    assert check and all("could not parse expression" in f.message for f in check), check
+
+
+def test_a_manifest_no_reader_can_parse_is_an_error(tmp_path: Path, validators: Path) -> None:
+    root = _spelled(tmp_path, "kind: [PrometheusRule\n")
+    report = run_gate(root, schema_dir=validators, display_root="out")
+    assert not report.ok
+    assert any(
+        f.tool == "standbyc" and "cannot be read to find PrometheusRules" in f.message
+        for f in report.errors
+    )

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from compiler.gate import kubeconform, run_gate, shapes
+from compiler.gate import kubeconform, run_gate
+from compiler.reuse import shapes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SERVICE = """\
@@ -119,6 +120,33 @@ def test_extends_adds_only_where_nothing_else_is_allowed() -> None:
     assert shapes.extends({"anyOf": [closed]}, {"anyOf": [more]})
     assert not shapes.extends({"oneOf": [closed]}, {"oneOf": [more]})  # two may match now
     assert not shapes.extends({"not": closed}, {"not": more})
+
+
+def test_extends_refuses_a_grown_definition_under_one_of_or_not() -> None:
+    """A definition that accepts more, referenced under ``oneOf``: a document that matched
+    one branch may now match two, and be refused."""
+    closed = {"type": "object", "properties": {"a": {"type": "string"}},
+              "additionalProperties": False}  # fmt: skip
+    more = {**closed, "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+    one_of = {"oneOf": [{"$ref": "#/$defs/x"}, {"required": ["b"]}]}
+    assert not shapes.extends({"$defs": {"x": closed}, **one_of}, {"$defs": {"x": more}, **one_of})
+    # through another definition, and under "definitions"
+    chained = {"not": {"$ref": "#/definitions/y"}}
+    old = {"definitions": {"x": closed, "y": {"$ref": "#/definitions/x"}}, **chained}
+    new = {"definitions": {"x": more, "y": {"$ref": "#/definitions/x"}}, **chained}
+    assert not shapes.extends(old, new)
+    # the same definition referenced where accepting more is safe still extends
+    plain = {"items": {"$ref": "#/$defs/x"}}
+    assert shapes.extends({"$defs": {"x": closed}, **plain}, {"$defs": {"x": more}, **plain})
+
+
+def test_extends_refuses_properties_added_beside_pattern_properties() -> None:
+    """A property added where a pattern already covered its name: both schemas apply
+    to it now, and the new one may refuse a value the pattern's accepted."""
+    old = {"type": "object", "properties": {}, "additionalProperties": False,
+           "patternProperties": {"^x-": {"type": "string"}}}  # fmt: skip
+    new = {**old, "properties": {"x-a": {"type": "integer"}}}
+    assert not shapes.extends(old, new)
 
 
 def test_a_field_only_later_versions_know_fails_only_before_them(

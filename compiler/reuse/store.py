@@ -1,17 +1,17 @@
-"""A content-addressed cache of work standbyc has already done, the way pre-commit caches
-environments: a validator's pass over exactly these bytes with exactly this tool, and a
-spec's rendered files from exactly this spec, this standbyc and these templates.
+"""The content-addressed store behind every reuse (``compiler.reuse``): a validator's pass
+over exactly these bytes with exactly this tool and these schemas, and a spec's rendered
+files from exactly this spec, this standbyc, these libraries and these templates.
 
 Keys are SHA-256 over everything the result depends on, so a stale entry is never
 found, only unused. Only successes are stored (a failure is recomputed, so its full report
 is shown again). Entries live in one SQLite file (``cache.sqlite3``; write-ahead log, so
 concurrent standbyc processes read and write it safely, and a crash loses at most the last
 entries, never the file; entries of a kilobyte or more are zlib-compressed), and are read
-as plain bytes or JSON, never as code.
-A cold run of many specs stores thousands of passes: one file per entry cost more than
-half a millisecond each, a row costs some tens of microseconds. ``STANDBYC_CACHE=off``
-turns the cache off; ``STANDBYC_CACHE_DIR`` moves it (default
-``$XDG_CACHE_HOME/standbyc/cache`` or ``~/.cache/standbyc/cache``).
+as plain bytes or JSON, never as code. A cache another process holds locked is a miss at
+once (a wait of at most ``BUSY_MS`` milliseconds, then none for the rest of the run).
+``STANDBYC_CACHE=off`` turns the store off (``STANDBYC_REUSE=off`` turns off every reuse);
+``STANDBYC_CACHE_DIR`` moves it (default ``$XDG_CACHE_HOME/standbyc/cache`` or
+``~/.cache/standbyc/cache``).
 """
 
 from __future__ import annotations
@@ -21,24 +21,28 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import threading
 import zlib
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-VERSION = b"standbyc-cache-1"
+from compiler.fsutil import user_dir
+from compiler.reuse.switch import enabled
+
+VERSION = b"standbyc-cache-2"
+BUSY_MS = 50  # how long a read or write waits for a lock another process holds
+# The libraries whose versions shape what standbyc writes or reads back.
+LIBRARIES = ("jinja2", "ruamel.yaml", "PyYAML", "pydantic", "standbyc")
 
 
-def user_dir(name: str) -> Path:
-    """``$XDG_CACHE_HOME/standbyc/<name>``, or ``~/.cache/standbyc/<name>``: where standbyc
-    keeps what it builds for a user (this cache, tools, schemas)."""
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "standbyc" / name
+_OFF = ("off", "0", "no", "false")
 
 
 def root() -> Path | None:
-    if os.environ.get("STANDBYC_CACHE", "").lower() in ("off", "0", "no", "false"):
+    if not enabled() or os.environ.get("STANDBYC_CACHE", "").lower() in _OFF:
         return None
     explicit = os.environ.get("STANDBYC_CACHE_DIR")
     if explicit:
@@ -57,26 +61,66 @@ def key(*parts: bytes | str) -> str:
 
 
 def file_id(path: Path) -> str:
-    """A program as a key part: its path, size and modification time (a rebuilt or
-    replaced binary is a new tool)."""
+    """A program as a key part: its path, size, inode and modification and change times
+    (a rebuilt or replaced binary is a new tool; a change time cannot be set back)."""
     st = path.stat()
-    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    return f"{path}:{st.st_size}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+_digests: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def content_digest(path: Path) -> str:
+    """The SHA-256 of the bytes at ``path`` (through symlinks), read once per process
+    while its size, inode and times stay the same."""
+    st = path.stat()
+    stamp = (str(path), st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    if stamp not in _digests:
+        _digests[stamp] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return _digests[stamp]
 
 
 @cache
 def code_digest() -> str:
-    """The digest of standbyc itself: every file of the package (code, templates, pins)."""
-    return tree_digest(Path(__file__).resolve().parent)
+    """The digest of standbyc itself: every file of the package (code, templates, pins),
+    the Python it runs on and the versions of the libraries that shape its output."""
+    versions = []
+    for name in LIBRARIES:
+        try:
+            versions.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name}=-")
+    libyaml = getattr(__import__("yaml"), "__with_libyaml__", False)
+    return key(
+        tree_digest(Path(__file__).resolve().parent.parent),
+        sys.version,
+        *versions,
+        f"libyaml={libyaml}",
+    )
 
 
 def tree_digest(directory: Path) -> str:
-    """Every file under ``directory`` (names and bytes, bytecode caches left out); a
-    directory that does not exist has the digest of an empty one."""
+    """Every file under ``directory``, reached as a reader of it reaches them (through
+    symlinked files and directories, each real directory once): names and bytes, bytecode
+    caches left out. A directory that does not exist has the digest of an empty one."""
     h = hashlib.sha256()
-    for path in sorted(directory.rglob("*")) if directory.is_dir() else ():
-        if path.is_file() and "__pycache__" not in path.parts:
-            h.update(path.relative_to(directory).as_posix().encode() + b"\0")
-            h.update(hashlib.sha256(path.read_bytes()).digest())
+    if not directory.is_dir():
+        return h.hexdigest()
+    seen: set[str] = set()
+    files: list[tuple[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(directory, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:  # a symlink loop, or a second way to the same directory
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in filenames:
+            path = Path(dirpath, name)
+            if path.is_file():
+                files.append((path.relative_to(directory).as_posix(), content_digest(path)))
+    for rel, digest in sorted(files):
+        h.update(rel.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(digest))
     return h.hexdigest()
 
 
@@ -88,6 +132,7 @@ _SCHEMA = (
 _RAW, _ZLIB = b"=", b"z"  # an entry's first byte: stored as is, or zlib-compressed
 _COMPRESS_FROM = 1024
 _local = threading.local()  # this thread's connections: (pid, directory) -> connection
+_busy: set[tuple[int, Path]] = set()  # caches found locked by another process: not used again
 
 
 def _connection(directory: Path) -> sqlite3.Connection | None:
@@ -97,9 +142,18 @@ def _connection(directory: Path) -> sqlite3.Connection | None:
         "opened", {}
     )
     slot = (os.getpid(), directory)
+    if slot in _busy:
+        return None
     if slot not in opened:
         opened[slot] = _open(directory)
     return opened[slot]
+
+
+def _failed(directory: Path | None, exc: sqlite3.Error) -> None:
+    """After a failed statement: a cache another process holds locked is not asked again
+    in this run (each statement would wait ``BUSY_MS`` again)."""
+    if directory is not None and isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        _busy.add((os.getpid(), directory))
 
 
 def _open(directory: Path) -> sqlite3.Connection | None:
@@ -107,12 +161,13 @@ def _open(directory: Path) -> sqlite3.Connection | None:
     for attempt in range(2):
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(path, timeout=BUSY_MS / 1000, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # no fsync per entry; WAL stays whole
             conn.execute(_SCHEMA)
             return conn
-        except sqlite3.OperationalError:  # locked too long, read-only, no space: no cache now
+        except sqlite3.OperationalError as exc:  # locked, read-only, no space: no cache now
+            _failed(directory, exc)
             break
         except sqlite3.DatabaseError:
             if attempt == 0 and path.is_file():  # not a database (damaged): start a new one
@@ -150,7 +205,8 @@ class Store:
                 f"SELECT {column} FROM entries WHERE area = ? AND k = ?",
                 (self.area, k),
             ).fetchone()
-        except sqlite3.Error:  # locked for longer than the timeout, or damaged: a miss
+        except sqlite3.Error as exc:  # locked by another process, or damaged: a miss
+            _failed(self.dir, exc)
             return None
 
     def get(self, k: str) -> bytes | None:
@@ -187,11 +243,13 @@ class Store:
         # A rendering is some hundred kilobytes of YAML and JSON: compressed, a cold run
         # writes (and the staging step's syncfs flushes) about a twelfth of it.
         stored = _ZLIB + zlib.compress(data, 1) if len(data) >= _COMPRESS_FROM else _RAW + data
-        with contextlib.suppress(sqlite3.Error):  # locked too long, or the disk is full
+        try:
             conn.execute(
                 "INSERT OR REPLACE INTO entries (area, k, v) VALUES (?, ?, ?)",
                 (self.area, k, stored),
             )
+        except sqlite3.Error as exc:  # locked by another process, or the disk is full
+            _failed(self.dir, exc)
 
     def put_json(self, k: str, value: Any) -> None:
         self.put(k, json.dumps(value, separators=(",", ":")).encode())

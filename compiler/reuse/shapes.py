@@ -22,18 +22,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler import cache
 from compiler.gate.kubeconform import Run
 from compiler.gate.report import Finding, VersionResult
 from compiler.gate.schemas import SchemaDir
+from compiler.reuse import store
 
-_TOP = re.compile(rb"^(apiVersion|kind):[ \t]*['\"]?([\w./-]+)['\"]?[ \t]*$", re.MULTILINE)
 _DATA = ("enum", "const", "default", "examples")  # values that are data, not schemas
 
 
@@ -49,22 +47,23 @@ def schema_file(sd: SchemaDir, version: str, api_version: str, kind: str) -> Pat
 
 
 @functools.cache
-def _loaded(path: Path, stamp: tuple[int, int]) -> Any:
-    """The schema at ``path`` without its descriptions (``stamp``: its size and
-    modification time, so a rebuilt schema is read again)."""
+def _loaded(path: Path, content: str) -> Any:
+    """The schema at ``path`` without its descriptions (``content``: the digest of its
+    bytes, so a schema changed in place is read again)."""
     return _shape(json.loads(path.read_bytes()))
 
 
 @functools.cache
-def shape(path: Path, stamp: tuple[int, int]) -> str:
-    """The digest of ``_loaded(path, stamp)``, remembered in the cache."""
-    store = cache.Store("gate")
-    k = cache.key("schema-shape", str(path), *(str(n) for n in stamp))
-    if (seen := store.get(k)) is not None:
+def shape(path: Path, content: str) -> str:
+    """The digest of ``_loaded(path, content)``, remembered in the cache (under the
+    schema's bytes and the code that shapes them)."""
+    kept = store.Store("gate")
+    k = store.key("schema-shape", store.code_digest(), content)
+    if (seen := kept.get(k)) is not None:
         return seen.decode()
-    text = json.dumps(_loaded(path, stamp), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(_loaded(path, content), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode()).hexdigest()
-    store.put(k, digest.encode())
+    kept.put(k, digest.encode())
     return digest
 
 
@@ -96,20 +95,25 @@ class Owners:
 
 
 def owners(
-    sd: SchemaDir, versions: Sequence[str], manifests: Sequence[str], read: Callable[[str], bytes]
+    sd: SchemaDir,
+    versions: Sequence[str],
+    manifests: Sequence[str],
+    documents: Callable[[str], list[Any] | str],
 ) -> Owners:
     """Every pair whose schema at that version has the shape it had at an earlier one, or
     extends the schema of an earlier one that is validated. A manifest of several
-    documents, or without a schema, is validated at every version."""
+    documents, one that cannot be read, or one without a schema is validated at every
+    version. The kind is read from the parsed document, never matched in the text."""
     out = Owners()
     by_kind: dict[tuple[str, str], dict[str, tuple[str, str]] | None] = {}
     for rel in manifests:
-        data = read(rel)
-        found = _TOP.findall(data)
-        head = {k.decode(): v.decode() for k, v in found}
-        if len(found) != 2 or len(head) != 2 or b"\n---" in data:
+        docs = documents(rel)
+        if isinstance(docs, str) or len(docs) != 1 or not isinstance(docs[0], dict):
             continue
-        kind = (head["apiVersion"], head["kind"])
+        api_version, kind_name = docs[0].get("apiVersion"), docs[0].get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind_name, str):
+            continue
+        kind = (api_version, kind_name)
         if kind not in by_kind:
             by_kind[kind] = _firsts(sd, versions, *kind)
         for v, (how, first) in (by_kind[kind] or {}).items():
@@ -128,76 +132,133 @@ def _firsts(
     version has no schema for it (kubeconform reports that at each)."""
     seen: dict[str, str] = {}  # shape -> the first version with it
     out: dict[str, tuple[str, str]] = {}
-    base: tuple[str, Path, tuple[int, int]] | None = None  # the last version validated
+    base: tuple[str, Path, str] | None = None  # the last version validated
     for v in versions:
         path = schema_file(sd, v, api_version, kind)
         if path is None:
             return None
-        st = path.stat()
-        stamp = (st.st_size, st.st_mtime_ns)
-        digest = shape(path, stamp)
+        content = store.content_digest(path)
+        digest = shape(path, content)
         if digest in seen:
             out[v] = ("same", seen[digest])
             continue
         seen[digest] = v
-        if base is not None and _extends_at(base[1], base[2], path, stamp):
+        if base is not None and _extends_at(base[1], base[2], path, content):
             out[v] = ("extends", base[0])
         else:
-            out[v], base = ("same", v), (v, path, stamp)
+            out[v], base = ("same", v), (v, path, content)
     return out
 
 
 @functools.cache
-def _extends_at(old: Path, old_stamp: tuple[int, int], new: Path, stamp: tuple[int, int]) -> bool:
-    """``extends`` of the two schema files, remembered in the cache (reading and shaping
-    two PodSpec schemas costs more than the rest of a warm gate run)."""
-    store = cache.Store("gate")
-    k = cache.key("schema-extends", str(old), *map(str, old_stamp), str(new), *map(str, stamp))
-    if (seen := store.get(k)) is not None:
+def _extends_at(old: Path, old_content: str, new: Path, content: str) -> bool:
+    """``extends`` of the two schema files, remembered in the cache under their bytes and
+    the code that compares them (reading and shaping two PodSpec schemas costs more than
+    the rest of a warm gate run)."""
+    kept = store.Store("gate")
+    k = store.key("schema-extends", store.code_digest(), old_content, content)
+    if (seen := kept.get(k)) is not None:
         return seen == b"1"
-    verdict = extends(_loaded(old, old_stamp), _loaded(new, stamp))
-    store.put(k, b"1" if verdict else b"0")
+    verdict = extends(_loaded(old, old_content), _loaded(new, content))
+    kept.put(k, b"1" if verdict else b"0")
     return verdict
 
 
 # Where a later schema may hold more than an earlier one and still accept all it accepted.
 _SUBSCHEMAS = ("items", "additionalProperties")  # (when they are schemas, not booleans)
 _EACH = ("allOf", "anyOf")  # all of / any of: a branch that accepts more cannot reject
+_DEFINITIONS = ("$defs", "definitions")
 
 
 def extends(old: Any, new: Any) -> bool:
     """Whether schema ``new`` accepts every document ``old`` accepts because it is ``old``
-    with properties added where ``old`` allows no others (``additionalProperties: false``)
-    and with definitions added (or removed where ``new`` no longer refers to them).
-    Anything else (a type, ``required``, an enum, a reference, ``oneOf``, ``not``) must
-    be equal."""
+    with properties added where ``old`` allows no others (``additionalProperties: false``
+    and no ``patternProperties``) and with definitions added (or removed where ``new`` no
+    longer refers to them). Anything else (a type, ``required``, an enum, a reference,
+    ``oneOf``, ``not``) must be equal, and so must every definition such an equal part
+    refers to, directly or not: a definition that accepts more under ``oneOf`` or ``not``
+    may make the whole accept less."""
+    pinned: set[str] = set()
+    return _extends(old, new, pinned) and _pinned_equal(old, new, pinned)
+
+
+def _extends(old: Any, new: Any, pinned: set[str]) -> bool:
     if type(old) is not type(new):
         return False
     if not isinstance(old, dict):
-        return bool(old == new)
+        return _equal(old, new, pinned)
     if set(old) != set(new):
         return False
-    return all(_field_extends(key, old, new) for key in old)
+    return all(_field_extends(key, old, new, pinned) for key in old)
 
 
-def _field_extends(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
+def _field_extends(key: str, old: dict[str, Any], new: dict[str, Any], pinned: set[str]) -> bool:
     was, now = old[key], new[key]
-    if key in ("properties", "$defs") and isinstance(was, dict) and isinstance(now, dict):
-        gone, added = was.keys() - now.keys(), now.keys() - was.keys()
-        if key == "properties" and (
-            gone or (added and old.get("additionalProperties") is not False)
-        ):
-            return False  # a removed field, or one a document valid before may hold with any value
-        if key == "$defs" and gone:
-            text = json.dumps(new)  # once, not once per removed definition
-            if any(f'"#/$defs/{name}"' in text for name in gone):
-                return False
-        return all(extends(was[name], now[name]) for name in was.keys() & now.keys())
+    if key == "$ref":
+        return bool(was == now)  # the definition it names is compared where it is defined
+    if key in ("properties", *_DEFINITIONS) and isinstance(was, dict) and isinstance(now, dict):
+        return _members_extend(key, old, new, pinned)
     if key in _SUBSCHEMAS and isinstance(was, dict):
-        return extends(was, now)
+        return _extends(was, now, pinned)
     if key in _EACH and isinstance(was, list) and isinstance(now, list):
-        return len(was) == len(now) and all(map(extends, was, now))
-    return bool(was == now)
+        return len(was) == len(now) and all(
+            _extends(a, b, pinned) for a, b in zip(was, now, strict=True)
+        )
+    return _equal(was, now, pinned)
+
+
+def _members_extend(key: str, old: dict[str, Any], new: dict[str, Any], pinned: set[str]) -> bool:
+    """``properties`` or definitions: the members of both extend, and added ones are
+    allowed (properties only where nothing else was)."""
+    was, now = old[key], new[key]
+    gone, added = was.keys() - now.keys(), now.keys() - was.keys()
+    if key == "properties" and (
+        gone
+        or (added and (old.get("additionalProperties") is not False or "patternProperties" in old))
+    ):
+        return False  # a removed field, or one a document valid before may hold with any value
+    if key in _DEFINITIONS and gone:
+        text = json.dumps(new)  # once, not once per removed definition
+        if any(f'"#/{key}/{name}"' in text for name in gone):
+            return False
+    return all(_extends(was[name], now[name], pinned) for name in was.keys() & now.keys())
+
+
+def _equal(was: Any, now: Any, pinned: set[str]) -> bool:
+    """``was == now``; the definitions an equal part refers to must stay equal too."""
+    if was != now:
+        return False
+    pinned.update(_refs(was))
+    return True
+
+
+def _refs(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
+        return found.union(*(_refs(v) for k, v in node.items() if k not in _DATA))
+    if isinstance(node, list):
+        return set().union(*(_refs(v) for v in node))
+    return set()
+
+
+def _pinned_equal(old: Any, new: Any, pinned: set[str]) -> bool:
+    """Whether every definition in ``pinned``, and every one they refer to, is the same
+    in both schemas (a reference that is not to a local definition: not shown, False)."""
+    todo, seen = list(pinned), set()
+    while todo:
+        ref = todo.pop()
+        if ref in seen:
+            continue
+        seen.add(ref)
+        parts = ref.split("/")
+        if len(parts) != 3 or parts[0] != "#" or parts[1] not in _DEFINITIONS:
+            return False
+        a = (old.get(parts[1]) or {}).get(parts[2]) if isinstance(old, dict) else None
+        b = (new.get(parts[1]) or {}).get(parts[2]) if isinstance(new, dict) else None
+        if a is None or a != b:
+            return False
+        todo += _refs(a)
+    return True
 
 
 def mirror(

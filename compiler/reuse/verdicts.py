@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from compiler import cache, tools
-from compiler.gate import identity, kubeconform, kyverno
-from compiler.gate.files import unreadable
+from compiler import tools
+from compiler.gate import kubeconform, kyverno
+from compiler.gate.files import read_documents, unreadable
 from compiler.gate.promtool import Outcome
 from compiler.gate.report import FileResult, Finding, VersionResult
+from compiler.gate.schemas import SchemaDir, normalize_version
+from compiler.reuse import identity, store, switch
 
 T = TypeVar("T")
 
@@ -69,6 +71,20 @@ def documents(data: bytes) -> int:
     )
 
 
+def schemas_key(sd: SchemaDir, versions: Sequence[str]) -> str:
+    """The schemas kubeconform reads at ``versions``, by content: every file of every
+    place it looks (a schema edited in place is another schema set)."""
+    if not switch.enabled():
+        return "-"  # nothing is remembered: spare the reading
+    places = [sd.crds]
+    for version in versions:
+        own = sd.kubernetes / f"v{normalize_version(version)}.0"
+        places.append(own)
+        if sd.overlay is not None:
+            places.append(sd.overlay / "kubernetes" / own.name)
+    return store.key("schemas", sd.identity(), *(f"{p}:{store.tree_digest(p)}" for p in places))
+
+
 class GateMemo:
     def __init__(
         self,
@@ -77,14 +93,18 @@ class GateMemo:
         known: Mapping[str, str] | None = None,
         parsed: Mapping[str, Sequence[Any]] | None = None,
     ) -> None:
-        self.store = cache.Store("gate")
+        self.on = switch.enabled()  # off: every validator runs on every input
+        self.store = store.Store("gate")
         self.root = root
-        self.known = known or {}  # texts of files under root, exactly as on disk
-        self.parsed = parsed or {}  # the documents some of those texts read back as
+        # Texts of files under root, exactly as on disk, and the documents some of them
+        # read back as, from the caller (off: read and parse them here).
+        self.known = (known or {}) if self.on else {}
+        self.parsed = (parsed or {}) if self.on else {}
         self.schemas = schemas  # identifies the schema set kubeconform validates against
         self._bytes: dict[str, bytes] = {}
         self._digests: dict[str, str] = {}
         self._documents: dict[str, int] = {}
+        self._parsed_here: dict[str, list[Any] | str] = {}
         self._tools: dict[str, str] = {}
         self.reused = 0
         self._reused_lock = threading.Lock()  # kubeconform's threads count their hits too
@@ -92,7 +112,7 @@ class GateMemo:
     def _key(self, what: str, *parts: bytes | str) -> str:
         """A key over ``parts`` and standbyc's own code (which decides what is checked and
         how a tool's answer is read): an upgraded standbyc never finds an old pass."""
-        return cache.key(what, cache.code_digest(), *parts)
+        return store.key(what, store.code_digest(), *parts)
 
     def read(self, rel: str) -> bytes:
         """The bytes of ``rel`` (under the root), read once per run."""
@@ -117,12 +137,19 @@ class GateMemo:
             self._documents[rel] = documents(self.read(rel))
         return self._documents[rel]
 
-    def documents_of(self, rel: str, parse: Callable[[bytes], list[Any]]) -> list[Any]:
+    def documents_of(self, rel: str, parse: Callable[[bytes], list[Any] | str]) -> list[Any] | str:
         """The documents ``rel`` holds: as the caller gave them (it read them back from
-        exactly these bytes), else ``parse`` of its bytes."""
+        exactly these bytes), else ``parse`` of its bytes (once per run; a string: why
+        they cannot be read)."""
         if (docs := self.parsed.get(rel)) is not None:
             return list(docs)
-        return parse(self.read(rel))
+        if rel not in self._parsed_here:
+            self._parsed_here[rel] = parse(self.read(rel))
+        return self._parsed_here[rel]
+
+    def parsed_documents(self, rel: str) -> list[Any] | str:
+        """``documents_of`` with the gate's reader."""
+        return self.documents_of(rel, read_documents)
 
     def copies_key(self, groups: list[Any], copies: Sequence[str]) -> str:
         """The key under which the test copies (relative to the root) of one
@@ -136,7 +163,7 @@ class GateMemo:
     def _tool(self, name: str) -> str:
         if name not in self._tools:
             found = tools.find(name)
-            self._tools[name] = cache.file_id(found) if found else "-"
+            self._tools[name] = store.file_id(found) if found else "-"
         return self._tools[name]
 
     # -- keys: None when the inputs cannot be pinned down ------------------------------
@@ -203,8 +230,9 @@ class GateMemo:
             texts = abstracted
         form = "abstract" if abstracted is not None else "exact"
         parts: list[bytes | str] = [self._tool(kyverno.TOOL), form]
-        for name, text in zip(names, texts, strict=True):
+        for name, text in zip(names, texts[: len(names)], strict=True):
             parts += [name, text]
+        parts += texts[len(names) :]  # what the abstraction keys on besides the texts
         return self._key("kyverno", *parts)
 
     def tree_key(self, prefixes: Sequence[str] | None, *context: str) -> str:
@@ -259,6 +287,10 @@ class GateMemo:
         same key, only the first runs (``Split.shared``); ``exact``: a cheaper key looked
         up first (a pass is remembered under both)."""
         out: Split[T] = Split(list(items))
+        if not self.on:
+            out.keys = out.exact = [None] * len(out.items)
+            out.todo = list(items)
+            return out
         first: dict[str, int] = {}
         for i, item in enumerate(items):
             e = exact(item) if exact is not None else None

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from compiler import cache, outdir, pipeline
+from compiler import outdir, pipeline
 from compiler.api import compile_tree
 from compiler.render.base import packaged_templates
+from compiler.reuse import store
 from tests.conftest import REPO, tree
 
 
@@ -87,7 +88,7 @@ def test_a_changed_template_is_a_miss(workdir: Path, cache_dir: Path, tmp_path: 
 def test_a_damaged_entry_is_a_miss(workdir: Path, cache_dir: Path, damage: bytes) -> None:
     assert compile_tree().ok
     written = tree(workdir / "out")
-    with sqlite3.connect(cache_dir / cache.DB_NAME) as db:
+    with sqlite3.connect(cache_dir / store.DB_NAME) as db:
         damaged = db.execute("UPDATE entries SET v = ? WHERE area = 'compile'", (damage,))
     assert damaged.rowcount == 4  # two per example spec: what its text parsed to, its rendering
     result = compile_tree()
@@ -98,7 +99,7 @@ def test_a_damaged_entry_is_a_miss(workdir: Path, cache_dir: Path, damage: bytes
 def test_a_cache_file_that_is_not_a_database_is_set_aside(workdir: Path, cache_dir: Path) -> None:
     assert compile_tree().ok
     written = tree(workdir / "out")
-    db = cache_dir / cache.DB_NAME
+    db = cache_dir / store.DB_NAME
     for suffix in ("-wal", "-shm"):
         db.with_name(db.name + suffix).unlink(missing_ok=True)
     db.write_bytes(b"not a database, say a disk error" * 100)
@@ -120,7 +121,7 @@ def test_a_cache_file_that_is_not_a_database_is_set_aside(workdir: Path, cache_d
 def test_a_locked_cache_is_not_set_aside(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Only a file that is not a database is set aside; one that is locked by another
     standbyc for longer than the timeout is used by none of this process' lookups."""
-    db = cache_dir / cache.DB_NAME
+    db = cache_dir / store.DB_NAME
     cache_dir.mkdir(parents=True)
     with sqlite3.connect(db) as healthy:
         healthy.execute("CREATE TABLE t (x)")
@@ -128,8 +129,8 @@ def test_a_locked_cache_is_not_set_aside(cache_dir: Path, monkeypatch: pytest.Mo
     def locked(*args: object, **kwargs: object) -> sqlite3.Connection:
         raise sqlite3.OperationalError("database is locked")
 
-    monkeypatch.setattr(cache.sqlite3, "connect", locked)
-    assert cache._open(cache_dir) is None
+    monkeypatch.setattr(store.sqlite3, "connect", locked)
+    assert store._open(cache_dir) is None
     assert db.is_file() and not db.with_name(db.name + ".damaged").exists()
 
 
@@ -201,3 +202,97 @@ def test_an_out_with_crlf_newlines_is_up_to_date_and_validated_as_it_is(
     assert third.ok and not third.written
     assert path.read_bytes() == crlf
     assert third.report is not None and third.report.tool_seconds.get("kubeconform", 0) > 0
+
+
+HOLD = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA locking_mode=EXCLUSIVE")
+db.execute("BEGIN EXCLUSIVE")
+db.execute("INSERT OR REPLACE INTO entries (area, k, v) VALUES ('x', 'held', x'3d')")
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_cache_another_process_holds_costs_no_time(cache_dir: Path) -> None:
+    """Another process holds the cache in an exclusive transaction (as a crashed or stuck
+    standbyc could): every lookup is a miss at once and no write waits, instead of each
+    waiting for SQLite's busy timeout."""
+    subprocess.run(  # the database exists, with its table (made by a process now gone)
+        [sys.executable, "-c", "from compiler.reuse import store; store.Store('g').put('k')"],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
+    db = cache_dir / store.DB_NAME
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(db)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        fresh = subprocess.run(  # a new process: it opens the held database
+            [sys.executable, "-c", _LOOKUPS],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    misses, seconds = fresh.stdout.split()
+    assert misses == "1000"
+    # 1,000 lookups and 1,000 writes; each waiting the old 30 s timeout would take hours,
+    # each waiting BUSY_MS would take over a minute.
+    assert float(seconds) < 5 * store.BUSY_MS / 1000 + 5
+
+
+_LOOKUPS = """
+import time
+from compiler.reuse import store
+kept = store.Store("gate")
+t0 = time.perf_counter()
+misses = sum(kept.get(f"k{i}") is None for i in range(1000))
+for i in range(1000):
+    kept.put(f"n{i}", b"x")
+print(misses, time.perf_counter() - t0)
+"""
+
+
+def test_templates_behind_a_symlink_are_keyed_by_what_they_hold(tmp_path: Path) -> None:
+    """A renderer's templates reached through a symlinked directory or file are part of
+    its key: changing the target changes the key."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "extra.yaml.j2").write_text("a: 1\n")
+    (tmp_path / "single.yaml.j2").write_text("b: 1\n")
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "linked").symlink_to(real, target_is_directory=True)
+    (templates / "one.yaml.j2").symlink_to(tmp_path / "single.yaml.j2")
+    (templates / "loop").symlink_to(templates, target_is_directory=True)  # visited once
+    before = store.tree_digest(templates)
+    (real / "extra.yaml.j2").write_text("a: 2\n")
+    after_dir = store.tree_digest(templates)
+    (tmp_path / "single.yaml.j2").write_text("b: 2\n")
+    after_file = store.tree_digest(templates)
+    assert len({before, after_dir, after_file}) == 3
+
+
+def test_the_code_digest_holds_the_library_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached rendering or pass is not found again under another jinja2, ruamel.yaml,
+    PyYAML, pydantic or standbyc."""
+    store.code_digest.cache_clear()
+    before = store.code_digest()
+    for name in store.LIBRARIES:
+        real = store.metadata.version
+
+        def other(dist: str, name: str = name, real: object = real) -> str:
+            return "0.0.0-other" if dist == name else real(dist)  # type: ignore[operator]
+
+        monkeypatch.setattr(store.metadata, "version", other)
+        store.code_digest.cache_clear()
+        assert store.code_digest() != before, name
+        monkeypatch.undo()
+    store.code_digest.cache_clear()
+    assert store.code_digest() == before

@@ -1,0 +1,21 @@
+"""Every reuse of earlier work, behind one switch.
+
+standbyc is a plain compiler and a plain validator; everything that makes a second run
+cheap lives here, so what it assumes can be read in one place:
+
+- ``store``: the content-addressed cache (one SQLite file) of passes, renderings and
+  parsed spec texts, keyed on every input that can change them;
+- ``identity``: which promtool and Kyverno tests of different specs are the same test but
+  for the spec's names, shown sound text by text;
+- ``shapes``: which kubeconform verdicts carry from one Kubernetes version to another,
+  from the schemas' shapes;
+- ``verdicts``: the gate's side of all three (what to run, what stands).
+
+``STANDBYC_REUSE=off`` (``switch.enabled``) turns all of it off: every validator runs on
+every input and every spec is rendered. ``tests/gate/test_differential.py`` holds the two
+to the same verdicts.
+"""
+
+from compiler.reuse.switch import enabled
+
+__all__ = ["enabled"]
