@@ -66,6 +66,7 @@ lint: install
 bench: tools $(TORCH_STAMP)
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
+	$(PY) bench/reuse_bench.py
 	$(PY) bench/weights_bench.py
 	$(PY) bench/sync_bench.py
 	$(PY) bench/model_dir_bench.py

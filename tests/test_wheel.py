@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,8 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     shutil.copytree(REPO / "specs", project / "specs")
     env = {"PATH": f"{venv / 'bin'}:/usr/local/go/bin:/usr/bin:/bin", "HOME": str(home),
            **_go_env()}  # fmt: skip
-    return {"env": env, "project": project, "home": home, "bin": venv / "bin" / "standbyc"}
+    return {"env": env, "project": project, "home": home, "bin": venv / "bin" / "standbyc",
+            "wheel": wheel}  # fmt: skip
 
 
 def _run(
@@ -55,6 +57,13 @@ def _run(
     env = {**wheel_env["env"], **extra}  # type: ignore[dict-item]
     return subprocess.run([str(wheel_env["bin"]), *args], cwd=wheel_env["project"], env=env,
                           capture_output=True, text=True, timeout=1200, check=False)  # fmt: skip
+
+
+def test_the_wheel_holds_the_package_and_no_test_helpers(wheel_env: dict[str, object]) -> None:
+    with zipfile.ZipFile(str(wheel_env["wheel"])) as wheel:
+        names = set(wheel.namelist())
+    assert {"compiler/reuse/identity.py", "compiler/templates/configmap-grpc.yaml.j2"} <= names
+    assert "compiler/weights/testing.py" not in names
 
 
 def test_the_wheel_runs_from_itself(wheel_env: dict[str, object]) -> None:
