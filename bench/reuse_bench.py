@@ -63,6 +63,11 @@ def numbers(i: int) -> str:
 
 
 FAMILIES = {"names": names, "numbers": numbers}
+# Both revisions use this checkout's validators and schemas (a worktree has neither).
+SAME = {
+    "STANDBYC_TOOLS_DIR": str(ROOT / ".tools" / "bin"),
+    "STANDBYC_SCHEMA_DIR": str(ROOT / ".cache" / "schemas"),
+}
 
 # Runs inside the revision's own tree (its compiler on PYTHONPATH).
 RUNNER = """
@@ -84,7 +89,7 @@ def run(tree: Path, specs: Path, out: Path, env: dict[str, str]) -> dict[str, fl
     proc = subprocess.run(
         [sys.executable, "-c", RUNNER, str(specs), str(out)],
         cwd=tree,
-        env={**os.environ, **env, "PYTHONPATH": str(tree)},
+        env={**os.environ, **SAME, **env, "PYTHONPATH": str(tree)},
         capture_output=True,
         text=True,
         check=False,
