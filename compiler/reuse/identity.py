@@ -5,9 +5,11 @@ that specs stamped from one template share one promtool or Kyverno run per shape
 Sharing is sound only where renaming the identity everywhere at once cannot change what a
 tool decides. That is shown for each text, never assumed from a list of what might break:
 
-- **Letters.** A name is abstracted only when it holds one of ``NAME_ONLY_LETTERS``,
-  letters that no number, duration, float (hex, ``Inf``, ``NaN``) or prefixed integer
-  can hold. So no label value holding it reads as a number.
+- **Not a number.** No string holding the name may read as a number: one that starts
+  with a digit (after a sign or a dot), is made only of the characters of numbers (hex digits,
+  ``x``, ``o``, ``b``, ``p``, ``.``, ``_``, signs) with a digit, or is ``Inf`` or ``NaN``.
+  So no label value holding it is ever read as a number (a histogram's ``le``,
+  ``humanize``).
 - **Positions.** Every occurrence stands where its tool compares strings for equality:
   a promtool test's names, expected labels and annotations, a label matcher's value in
   PromQL, the literal text of a Go template, any string value of a Kyverno file; never a
@@ -20,8 +22,8 @@ tool decides. That is shown for each text, never assumed from a list of what mig
   ``TEMPLATE_FUNCTIONS``); ``printf`` only with verbs that embed a value whole.
 - **Regexes.** A regex matcher over a label whose values hold the identity is a finite
   set of literal strings that hold it whole.
-- **Kyverno.** No wildcard and no variable anywhere; the key also holds whether the
-  longest string holding the identity fits the 63 and 253 character limits of names.
+- **Kyverno.** No wildcard and no variable anywhere; the key also holds, for every string
+  holding the identity, whether it fits the 63 and 253 character limits of names.
 
 Where any of these fails, the key is over the exact bytes (``abstract`` returns None).
 """
@@ -39,7 +41,9 @@ PLACEHOLDER = {"name": "\x00name\x00", "namespace": "\x00namespace\x00"}
 # Letters outside every number syntax the tools read: digits, '.', '_', sign, exponent
 # (e, p), hex digits (a-f) and prefixes (x, o, b), inf, infinity, nan, and the duration
 # units (ns, us, ms, s, m, h, d, w, y).
-NAME_ONLY_LETTERS = frozenset("gjklqrvz")
+_NUMERIC_START = re.compile(r"[+-]?\.?[0-9]")
+_NUMERIC_WORD = re.compile(r"[+-]?(?:inf(?:inity)?|nan)", re.IGNORECASE)
+_NUMERIC_CHARS = re.compile(r"[0-9a-fA-FxXoObBpP._+-]*[0-9][0-9a-fA-FxXoObBpP._+-]*")
 _PROBES = ("qzprobe-namespace-vq", "qzprobe-name-vq")
 
 
@@ -117,11 +121,10 @@ def abstract(rel: str, texts: Sequence[bytes], *, kyverno: bool = False) -> list
     """``texts`` with the spec's identity replaced, or None where that is not shown sound
     (the caller then keys on the exact bytes). ``texts`` are a promtool test and the rule
     files it lists (in that order), or with ``kyverno`` the files of a Kyverno test; for
-    those, one more item follows the texts: whether the names fit Kubernetes' limits."""
+    those, one more item follows the texts: which of Kubernetes' name limits each string
+    holding the identity fits."""
     parts = rel.split("/")
     if len(parts) < 3 or not all(_DNS_LABEL.match(p) for p in parts[:2]):
-        return None
-    if not all(NAME_ONLY_LETTERS & set(value.decode()) for value, _ in _pairs(rel)):
         return None
     checker = _Checker(rel, kyverno=kyverno)
     out: list[bytes] = []
@@ -136,11 +139,10 @@ def abstract(rel: str, texts: Sequence[bytes], *, kyverno: bool = False) -> list
         if not checker.holds_in(body):
             return None
         out.append(replace(rel, body))
-    if not checker.reads_equal_only():
+    if checker.numeric or not checker.reads_equal_only():
         return None
     if kyverno:  # name limits: a longer name may be refused where a shorter one is not
-        longest = checker.longest
-        out.append(f"fits 63: {longest <= 63}, fits 253: {longest <= 253}".encode())
+        out.append(bytes(checker.limits))
     return out
 
 
@@ -179,7 +181,10 @@ class _Checker:
         self.kyverno = kyverno
         self.positions: dict[tuple[str, ...], str] = {}  # empty: every value is plain
         self.values = [v.decode() for v, _ in _pairs(rel)]
-        self.longest = 0  # the longest string holding the identity
+        # per string holding the identity, in order: 0 fits 63 characters (a DNS label, a
+        # label value), 1 fits 253 (a DNS subdomain), 2 neither
+        self.limits: list[int] = []
+        self.numeric = False  # whether a string holding it may read as a number
         self.promql: list[str] = []  # every PromQL text
         self.templates: list[str] = []  # every Go template text
         self.label_values: list[tuple[str, str]] = []  # (label, value) of label maps
@@ -229,10 +234,15 @@ class _Checker:
             self.templates.append(node)
             return self._template(node)
         if language == PLAIN:
-            if self.holds(node):
-                self.longest = max(self.longest, len(node))
+            self._held(node)
             return _probe(self.rel, node)
         return node  # nowhere the identity may stand: the probed text must keep it
+
+    def _held(self, value: str) -> None:
+        """Note a value in a position where the identity may stand."""
+        if self.holds(value):
+            self.limits.append(0 if len(value) <= 63 else 1 if len(value) <= 253 else 2)
+            self.numeric = self.numeric or _number_like(value)
 
     def _promql(self, expr: str) -> str:
         """``expr`` with the identity probed only inside label matchers' values."""
@@ -242,6 +252,8 @@ class _Checker:
             before = expr[last : m.start()]
             out.append(before)
             is_value = literal[0] != "#" and _MATCHER.search(before) is not None
+            if is_value:
+                self._held(literal[1:-1])
             out.append(_probe(self.rel, literal) if is_value else literal)
             last = m.end()
         out.append(expr[last:])
@@ -308,6 +320,15 @@ class _Checker:
                 except (re.error, IndexError):
                     return False
         return True
+
+
+def _number_like(text: str) -> bool:
+    """Whether ``text`` may read as a number or a duration to some tool (a superset)."""
+    return (
+        _NUMERIC_START.match(text) is not None
+        or _NUMERIC_WORD.fullmatch(text) is not None
+        or _NUMERIC_CHARS.fullmatch(text) is not None
+    )
 
 
 class _Reads:

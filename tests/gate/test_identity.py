@@ -195,10 +195,12 @@ def test_the_same_tests_under_other_names_abstract_alike(shape: dict[str, str]) 
         # the name where it is not a string compared for equality
         (REL, {"alert": "EngineDown-engine-a"}),
         (REL, {"expr": 'up{namespace="ml-a"} == 0 # engine-a\nor engine_a'}),
-        # a namespace no name-only letter tells from a number or a duration
+        # an identity in a label value that reads as a number or a duration
         ("10/engine-a/tests/x.test.yaml", {"values": "10x10"}),
-        ("team-a/engine-a/tests/x.test.yaml", {}),
+        ("10/engine-a/tests/x.test.yaml", {}),
         ("ml-a/5m/tests/x.test.yaml", {}),
+        ("ml-a/0x1f/tests/x.test.yaml", {}),
+        ("inf/engine-a/tests/x.test.yaml", {}),
     ],
 )
 def test_text_that_reads_a_name_beyond_equality_is_never_abstracted(
