@@ -7,7 +7,6 @@ tree (atomically) and validating it are the caller's next steps.
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
 import re
@@ -27,7 +26,7 @@ from compiler.load import LoadedSpec, Positions, display_path, load_text, read_s
 from compiler.plan import Plan, build
 from compiler.render import render_all
 from compiler.render.base import Emitted, Renderer
-from compiler.reuse import store
+from compiler.reuse.compiled import Parsed, SpecMemo
 from compiler.spec import cron_longest_gap
 
 SHARED_SOURCE = "standbyc (shared by all specs)"
@@ -146,36 +145,6 @@ def _render(
     return [e for e in emitted if not e.is_test_data], files
 
 
-def _cached_render(hit: Any, directory: str) -> tuple[list[Emitted], dict[str, str]] | None:
-    """A cache entry as objects and files, or None when it is not one (damaged, or from
-    some other program): then the spec is rendered again."""
-    if not isinstance(hit, dict):
-        return None
-    files, objects = hit.get("files"), hit.get("objects")
-    if not isinstance(files, dict) or not isinstance(objects, list):
-        return None
-    inside = (k.startswith(f"{directory}/") and isinstance(v, str) for k, v in files.items())
-    if not all(inside):
-        return None
-    emitted: list[Emitted] = []
-    for o in objects:
-        if not isinstance(o, dict) or not isinstance(o.get("relpath"), str):
-            return None
-        if not isinstance(o.get("obj"), dict) or not isinstance(o.get("text"), str | None):
-            return None
-        emitted.append(Emitted(o["relpath"], o["obj"], text=o["text"]))
-    return emitted, files
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    """What a spec's text gave: its data and the locations compiling it reports."""
-
-    data: dict[str, Any]
-    name_location: Location
-    warnings: tuple[Diagnostic, ...]
-
-
 def _spec_warnings(loaded: LoadedSpec, plan: Plan) -> tuple[Diagnostic, ...]:
     warnings: list[Diagnostic] = []
     metadata = loaded.data.get("metadata")
@@ -239,38 +208,6 @@ def _byte_bandwidths(loaded: LoadedSpec) -> list[Diagnostic]:
     return out
 
 
-def _location_json(loc: Location) -> list[Any]:
-    return [loc.file, loc.line, loc.column, loc.path]
-
-
-def _cached_location(value: Any) -> Location | None:
-    if not isinstance(value, list) or len(value) != 4:
-        return None
-    file, line, column, path = value
-    numbers = all(n is None or (isinstance(n, int) and not isinstance(n, bool)) for n in value[1:3])
-    if not (isinstance(file, str) and isinstance(path, str) and numbers):
-        return None
-    return Location(file, line, column, path)
-
-
-def _cached_loaded(hit: Any) -> _Loaded | None:
-    """A cache entry as a ``_Loaded``, or None when it is not one (damaged, or from some
-    other program): then the text is parsed again."""
-    if not isinstance(hit, dict) or not isinstance(hit.get("data"), dict):
-        return None
-    name, listed = _cached_location(hit.get("name")), hit.get("warnings")
-    if name is None or not isinstance(listed, list):
-        return None
-    warnings: list[Diagnostic] = []
-    for item in listed:
-        if not isinstance(item, list) or len(item) != 2 or not isinstance(item[1], str):
-            return None
-        if (where := _cached_location(item[0])) is None:
-            return None
-        warnings.append(Diagnostic(where, item[1]))
-    return _Loaded(hit["data"], name, tuple(warnings))
-
-
 @dataclass(frozen=True)
 class SpecText:
     """A spec file as read, once: the name it is shown under, the source its files'
@@ -286,22 +223,6 @@ def read_spec_text(path: Path, root: Path) -> SpecText:
     return SpecText(shown, header_source(path, root), read_spec(path, shown))
 
 
-def _text_key(spec: SpecText, renderer: Renderer) -> str:
-    """The key of what a spec's text gave; with the templates in it, a hit means its
-    rendering was remembered too (both are stored by the same compile)."""
-    return store.key(
-        "spec-text", store.code_digest(), renderer.digest, spec.shown, spec.source, spec.text
-    )
-
-
-def _json_exact(data: dict[str, Any]) -> bool:
-    """Whether JSON gives ``data`` back unchanged (only then is it remembered)."""
-    try:
-        return bool(json.loads(json.dumps(data)) == data)
-    except (TypeError, ValueError):
-        return False
-
-
 def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
     return compile_text(read_spec_text(path, root), renderer)
 
@@ -309,10 +230,9 @@ def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
 def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
     shown, source = spec.shown, spec.source
     # The same text (shown under the same name, by the same standbyc) parses to the same
-    # data and locations: the YAML parse, most of a warm compile, is skipped then.
-    kept = store.Store("compile")
-    text_key = _text_key(spec, renderer) if kept.enabled else None
-    before = _cached_loaded(kept.get_json(text_key)) if text_key is not None else None
+    # data and locations, and the same data renders to the same files (compiler.reuse).
+    memo = SpecMemo(renderer.digest)
+    before = memo.parsed(shown, source, spec.text)
     if before is not None:
         loaded = LoadedSpec(shown, before.data, Positions())
         plan = build(check_spec(loaded), shown)
@@ -322,31 +242,14 @@ def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
         plan = build(check_spec(loaded), shown)
         name_location = loaded.positions.locate(shown, ("metadata", "name"))
         warnings = _spec_warnings(loaded, plan)
-        if text_key is not None and _json_exact(loaded.data):
-            kept.put_json(
-                text_key,
-                {
-                    "data": loaded.data,
-                    "name": _location_json(name_location),
-                    "warnings": [[_location_json(w.location), w.message] for w in warnings],
-                },
-            )
+        memo.remember_parsed(shown, source, spec.text, Parsed(loaded.data, name_location, warnings))
     directory = f"{plan.namespace}/{plan.name}"
-    # The rendering depends on nothing but the spec's data, the header's source, standbyc
-    # itself and the templates: the same four give the same files (compiler.cache).
-    key = hit = None
-    if kept.enabled:
-        data = json.dumps(loaded.data, default=repr, ensure_ascii=False)
-        key = store.key("compile", store.code_digest(), renderer.digest, source, data)
-        hit = kept.get_json(key)
-    cached = _cached_render(hit, directory)
+    cached = memo.rendering(source, loaded.data, directory)
     if cached is not None:
         emitted, files = cached
     else:
         emitted, files = _render(plan, renderer, source, directory, name_location)
-        if key is not None:
-            objects = [{"relpath": e.relpath, "obj": e.obj, "text": e.text} for e in emitted]
-            kept.put_json(key, {"files": files, "objects": objects})
+        memo.remember_rendering(source, loaded.data, emitted, files)
     return CompiledSpec(plan, directory, files, emitted, name_location, source, warnings)
 
 
@@ -383,13 +286,13 @@ def _compile_each(
     """Each spec compiled, or its problems; in order."""
     global _POOL_JOB  # noqa: PLW0603 -- read by the forked workers
     texts = [_read_or_problems(p, root) for p in paths]  # each spec file read once
-    kept = store.Store("compile")
+    memo = SpecMemo(renderer.digest)
     # A spec compiled before takes a few milliseconds here, less than a worker takes to
     # send its files back: only the others go to the pool.
     cold = [
         i
         for i, t in enumerate(texts)
-        if isinstance(t, SpecText) and not (kept.enabled and kept.has(_text_key(t, renderer)))
+        if isinstance(t, SpecText) and not memo.seen(t.shown, t.source, t.text)
     ]
     workers = min(os.cpu_count() or 1, len(cold) // 2)
     compiled: dict[int, CompiledSpec | Problems] = {}

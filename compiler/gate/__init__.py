@@ -4,7 +4,9 @@
 ``run_gate`` is what ``standbyc validate``, ``standbyc compile`` and the pre-commit
 hook all call. Every tool runs as few processes as possible (one kubeconform per
 Kubernetes version over all files, one ``promtool check rules``, one ``promtool test
-rules``, one pint), and those processes run concurrently.
+rules``, one pint), and those processes run concurrently. What earlier work already
+settled is taken out through one seam, ``compiler.reuse.verdicts`` (``plan`` and
+``settle``); with ``STANDBYC_REUSE=off`` every validator runs on every input.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from compiler.gate import kubeconform, kyverno, pint, promtool, schemas
 from compiler.gate.files import unreadable
 from compiler.gate.report import WARNING, FileResult, Finding, Report, VersionResult
 from compiler.gate.schemas import SchemasMissing, default_schema_dir
-from compiler.reuse import shapes, verdicts
+from compiler.reuse import verdicts
 
 __all__ = [
     "DEFAULT_KUBE_VERSIONS",
@@ -175,7 +177,7 @@ def _stale_test_rules(
             found = (root / tests_dir).glob("*.rules.yaml")
             listed[tests_dir] = sorted((tests_dir / p.name).as_posix() for p in found)
         agreed = memo.copies_key(src.groups, listed[tests_dir])
-        if memo.store.get(agreed) is not None:
+        if memo.agreed(agreed):
             continue  # these exact bytes were found in agreement before (not a tool's pass)
         before = len(findings)
         if tests_dir not in copies:
@@ -315,23 +317,21 @@ def run_gate(
     have_kyverno = tools.find(kyverno.TOOL) is not None
     sd = schemas.ensure(schema_dir or default_schema_dir(), versions)
 
-    # Passes remembered from earlier runs over the same bytes with the same tools are
-    # not run again (compiler.gate.memo): a whole tree's, else each file's.
+    # A whole tree's report remembered from a run over the same bytes with the same
+    # tools and schemas stands (compiler.reuse); else each file's verdict is looked up.
     memo = verdicts.GateMemo(root, verdicts.schemas_key(sd, versions), known, parsed)
-    tree_key = None
-    if memo.store.enabled:  # the tools found (or not) are part of the key
-        prefixes = sorted(spec_prefixes(only)) if only is not None else None
-        tree_key = memo.tree_key(prefixes, shown_root, ",".join(versions))
-        if isinstance(seen := memo.store.get_json(tree_key), dict):
-            try:
-                again = Report.from_dict(seen)
-            except (KeyError, TypeError):  # a damaged entry: validate
-                again = None
-            if again is not None and again.ok:
-                counted = len(again.rule_checks) + len(again.rule_tests) + len(again.policy_tests)
-                reused = counted + again.resource_files * len(versions)
-                wall = time.perf_counter() - started
-                return replace(again, reused=reused, tool_seconds={}, wall_seconds=wall)
+    prefixes = sorted(spec_prefixes(only)) if only is not None else None
+    seen = memo.report_before(prefixes, shown_root, ",".join(versions))
+    if isinstance(seen, dict):
+        try:
+            again = Report.from_dict(seen)
+        except (KeyError, TypeError):  # a damaged entry: validate
+            again = None
+        if again is not None and again.ok:
+            counted = len(again.rule_checks) + len(again.rule_tests) + len(again.policy_tests)
+            reused = counted + again.resource_files * len(versions)
+            wall = time.perf_counter() - started
+            return replace(again, reused=reused, tool_seconds={}, wall_seconds=wall)
     manifests, tests, policy_tests, skipped = _targets(root, only)
     setup = _Setup(root, versions, shown_root, sd, manifests, tests, policy_tests,
                    have_pint, have_kyverno, memo)  # fmt: skip
@@ -343,8 +343,8 @@ def run_gate(
             for rel, why in skipped
         )  # fmt: skip
         report = replace(report, findings=(*left_out, *report.findings))
-    if tree_key is not None and report.ok and not report.findings:
-        memo.store.put_json(tree_key, report.to_dict())
+    if report.ok and not report.findings:
+        memo.remember_report(report.to_dict())
     return report
 
 
@@ -366,108 +366,54 @@ class _Setup:
     def display(self, rel: str) -> str:
         return f"{self.shown_root}/{rel}" if self.shown_root else rel
 
+    def policy_shown(self, directory: str) -> str:
+        return self.display(f"{directory}/{kyverno.TEST_FILE}")
+
 
 def _validate(setup: _Setup, started: float, cpu_started: float, children_started: float) -> Report:
-    """Run every validator over what the remembered passes do not cover."""
-    root, versions, shown_root, sd, memo = (
-        setup.root, setup.versions, setup.shown_root, setup.sd, setup.memo
-    )  # fmt: skip
-    manifests, tests, policy_tests = setup.manifests, setup.tests, setup.policy_tests
-    have_pint, have_kyverno, display = setup.have_pint, setup.have_kyverno, setup.display
-    unit_tests = memo.split(tests, memo.test_key, share=True, exact=memo.test_exact_key)
-    policies_split = memo.split(policy_tests if have_kyverno else [], memo.policy_key, share=True)
-    workers = max(1, (os.cpu_count() or 1) // max(1, len(versions)))
-    # promtool tests one file after another; with many files, one process per core.
-    test_batches = _batches(unit_tests.todo, os.cpu_count() or 1, min_size=25)
+    """Every validator over the tree: a plain validator, with what the reuse layer
+    (``compiler.reuse``) says need not run taken out, and its verdicts put back."""
+    memo, display = setup.memo, setup.display
+    sources, unread = _rule_sources(setup.manifests, display, memo)
+    work = verdicts.Work(
+        kube={v: list(setup.manifests) for v in setup.versions} if setup.manifests else {},
+        tests=list(setup.tests),
+        policies=list(setup.policy_tests) if setup.have_kyverno else [],
+        rules=sources,
+    )
     waited = 0.0  # time this thread spent blocked on tool processes
-
-    def policy_shown(directory: str) -> str:
-        return display(f"{directory}/{kyverno.TEST_FILE}")
-
-    def wait(future: Future[_T]) -> _T:
-        nonlocal waited
-        t0 = time.perf_counter()
-        try:
-            return future.result()
-        finally:
-            waited += time.perf_counter() - t0
-
-    with (
-        tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp_name,
-        ThreadPoolExecutor(max_workers=len(versions) + len(test_batches) + 3) as pool,
-    ):
-        tmp = Path(tmp_name)
-        # kubeconform and the unit tests need nothing from us: start them first, and read
-        # the PrometheusRules while they run.
-        # A manifest whose schema has the shape it had at an earlier version takes that
-        # version's result, and one whose schema only extends it takes its pass
-        # (compiler.gate.shapes).
-        owned = (
-            shapes.owners(sd, versions, manifests, memo.parsed_documents)
-            if memo.on
-            else shapes.Owners()
-        )
-        kube_runs = [
-            pool.submit(
-                memo.kubeconform_run,
-                sd,
-                v,
-                [m for m in manifests if (m, v) not in owned],
-                display=display,
-                display_root=shown_root,
-                workers=workers,
-            )
-            for v in (versions if manifests else ())
-        ]
-        tested = [
-            pool.submit(promtool.test_rules, batch, cwd=root, display=display)
-            for batch in test_batches
-        ]
-        policies = pool.submit(kyverno.run, policies_split.todo, cwd=root, display=display)
-        sources, unread = _rule_sources(manifests, display, memo)
-        rules = memo.split(sources, lambda src: memo.rules_key(src.groups))
-        checked = pool.submit(_check_then_lint, rules.todo, tmp, have_pint)
-        ran_versions = dict(zip(versions, [wait(f) for f in kube_runs], strict=False))
-        kube_results = _kube_results(setup, owned, ran_versions)
-        check_ran, pint_outcome = wait(checked)
-        test_ran = promtool.merge([wait(f) for f in tested])
-        policy_ran = wait(policies)
-        # Tests that shared a run that failed run on their own, for their own messages.
-        if again := memo.unshared(test_ran, unit_tests, display):
-            rerun = promtool.test_rules(again, cwd=root, display=display)
-            test_ran = promtool.merge([test_ran, rerun])
-        if again := memo.unshared(policy_ran, policies_split, policy_shown):
-            policy_ran = promtool.merge([policy_ran, kyverno.run(again, cwd=root, display=display)])
-
-    linted = pint_outcome.findings if pint_outcome else ()
-    check_outcome = memo.merged(check_ran, rules, lambda src: src.display_file, linted)
-    test_outcome = memo.merged(test_ran, unit_tests, display)
-    policy_outcome = memo.merged(policy_ran, policies_split, policy_shown)
-
+    with tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp:
+        todo = memo.plan(work, setup.sd, display, setup.policy_shown)
+        while not todo.empty():
+            ran, seconds = _run_tools(setup, todo, Path(tmp))
+            waited += seconds
+            todo = memo.settle(ran)
+    ran = memo.results()
+    kube_results = [ran.kube[v] for v in setup.versions if v in ran.kube]
     kube_findings = _merge_versions([f for r in kube_results for f in r.findings])
-    findings = [*kube_findings, *unread, *check_outcome.findings]
-    if pint_outcome is not None:
-        findings += pint_outcome.findings
-    findings += test_outcome.findings
-    findings += policy_outcome.findings
-    findings += _stale_test_rules(root, sources, display, memo)
+    findings = [*kube_findings, *unread, *ran.checked.findings]
+    if ran.linted is not None:
+        findings += ran.linted.findings
+    findings += ran.tests.findings
+    findings += ran.policies.findings
+    findings += _stale_test_rules(setup.root, sources, display, memo)
     tool_seconds = {
         "kubeconform": sum(r.seconds for r in kube_results),
-        "promtool": check_outcome.seconds + test_outcome.seconds,
-        "pint": pint_outcome.seconds if pint_outcome else 0.0,
-        "kyverno": policy_outcome.seconds,
+        "promtool": ran.checked.seconds + ran.tests.seconds,
+        "pint": ran.linted.seconds if ran.linted else 0.0,
+        "kyverno": ran.policies.seconds,
     }
     return Report(
-        root=shown_root or ".",
-        kube_versions=versions,
-        resource_files=len(manifests),
+        root=setup.shown_root or ".",
+        kube_versions=setup.versions,
+        resource_files=len(setup.manifests),
         findings=tuple(findings),
         versions=tuple(r.version for r in kube_results),
-        rule_checks=check_outcome.results,
-        rule_tests=test_outcome.results,
-        pint=_pint_status(have_pint, sources),
-        policy_tests=policy_outcome.results,
-        kyverno=_kyverno_status(have_kyverno, policy_tests),
+        rule_checks=ran.checked.results,
+        rule_tests=ran.tests.results,
+        pint=_pint_status(setup.have_pint, sources),
+        policy_tests=ran.policies.results,
+        kyverno=_kyverno_status(setup.have_kyverno, setup.policy_tests),
         tool_seconds=tool_seconds,
         tools_wall_seconds=waited,
         reused=memo.reused,
@@ -477,25 +423,50 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
     )
 
 
-def _kube_results(
-    setup: _Setup, owned: shapes.Owners, ran: dict[str, kubeconform.Run]
-) -> list[kubeconform.Run]:
-    """Each version's kubeconform result, with what it takes from earlier versions. What
-    failed where it was validated is validated again where the schema only extends that
-    version's: it may use a field the later version added."""
-    failed = {(v, f.file) for v, run in ran.items() for f in run.findings}
-    again = {
-        pair for pair, base in owned.extended.items() if (base, setup.display(pair[0])) in failed
-    }
-    for version in setup.versions:
-        if redo := sorted(m for m, v in again if v == version):
-            more = setup.memo.kubeconform_run(
-                setup.sd, version, redo, display=setup.display, display_root=setup.shown_root,
-                workers=os.cpu_count() or 1,
-            )  # fmt: skip
-            ran[version] = kubeconform.combine(ran[version], more)
-    passed = {pair: base for pair, base in owned.extended.items() if pair not in again}
-    return shapes.mirror(ran, {**owned.same, **passed}, setup.display, setup.memo.documents)
+def _run_tools(setup: _Setup, todo: verdicts.Work, tmp: Path) -> tuple[verdicts.Ran, float]:
+    """Every validator over ``todo``, concurrently: one kubeconform per Kubernetes version,
+    promtool's unit tests in batches (one process per core), Kyverno, and promtool check
+    rules then pint. Also the time this thread waited for them."""
+    root, display, cores = setup.root, setup.display, os.cpu_count() or 1
+    versions = [v for v, ms in todo.kube.items() if ms]
+    workers = max(1, cores // max(1, len(versions)))
+    batches = _batches(todo.tests, cores, min_size=25) if todo.tests else []
+    waited = 0.0
+
+    def wait(future: Future[_T]) -> _T:
+        nonlocal waited
+        t0 = time.perf_counter()
+        try:
+            return future.result()
+        finally:
+            waited += time.perf_counter() - t0
+
+    with ThreadPoolExecutor(max_workers=len(versions) + len(batches) + 2) as pool:
+        kube = {
+            v: pool.submit(kubeconform.run, setup.sd, v, todo.kube[v], cwd=root,
+                           display_root=setup.shown_root, workers=workers)
+            for v in versions
+        }  # fmt: skip
+        tested = [
+            pool.submit(promtool.test_rules, batch, cwd=root, display=display) for batch in batches
+        ]
+        policies = (
+            pool.submit(kyverno.run, todo.policies, cwd=root, display=display)
+            if todo.policies
+            else None
+        )
+        checked = (
+            pool.submit(_check_then_lint, todo.rules, tmp, setup.have_pint) if todo.rules else None
+        )
+        rules = wait(checked) if checked is not None else (verdicts.EMPTY, None)
+        ran = verdicts.Ran(
+            kube={v: wait(f) for v, f in kube.items()},
+            tests=promtool.merge([wait(f) for f in tested]),
+            policies=wait(policies) if policies is not None else verdicts.EMPTY,
+            checked=rules[0],
+            linted=rules[1],
+        )
+    return ran, waited
 
 
 def _batches(items: Sequence[str], most: int, *, min_size: int) -> list[list[str]]:

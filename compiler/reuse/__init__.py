@@ -9,7 +9,9 @@ cheap lives here, so what it assumes can be read in one place:
   for the spec's names, shown sound text by text;
 - ``shapes``: which kubeconform verdicts carry from one Kubernetes version to another,
   from the schemas' shapes;
-- ``verdicts``: the gate's side of all three (what to run, what stands).
+- ``compiled``: the compile's side of the store (parsed texts, renderings);
+- ``verdicts``: the gate's one seam: ``plan(work)`` (what must run), ``settle(ran)`` (what
+  must run too), ``results()`` (every verdict, reused ones put back).
 
 ``STANDBYC_REUSE=off`` (``switch.enabled``) turns all of it off: every validator runs on
 every input and every spec is rendered. ``tests/gate/test_differential.py`` holds the two

@@ -22,10 +22,10 @@ from typing import Any, Generic, TypeVar
 from compiler import tools
 from compiler.gate import kubeconform, kyverno
 from compiler.gate.files import read_documents, unreadable
-from compiler.gate.promtool import Outcome
+from compiler.gate.promtool import Outcome, RuleSource, merge
 from compiler.gate.report import FileResult, Finding, VersionResult
 from compiler.gate.schemas import SchemaDir, normalize_version
-from compiler.reuse import identity, store, switch
+from compiler.reuse import identity, shapes, store, switch
 
 T = TypeVar("T")
 
@@ -107,6 +107,7 @@ class GateMemo:
         self._parsed_here: dict[str, list[Any] | str] = {}
         self._tools: dict[str, str] = {}
         self.reused = 0
+        self._tree_key: str | None = None
         self._reused_lock = threading.Lock()  # kubeconform's threads count their hits too
 
     def _key(self, what: str, *parts: bytes | str) -> str:
@@ -257,6 +258,21 @@ class GateMemo:
                     parts += [rel, self.read(rel) if why is None else why.encode()]
         return self._key("gate-tree", *parts)
 
+    def report_before(self, prefixes: Sequence[str] | None, *context: str) -> Any:
+        """The report a run over these very files, tools and schemas remembered (None:
+        none, or reuse is off); ``remember_report`` stores this run's."""
+        self._tree_key = self.tree_key(prefixes, *context) if self.store.enabled else None
+        return self.store.get_json(self._tree_key) if self._tree_key is not None else None
+
+    def remember_report(self, report: dict[str, Any]) -> None:
+        if (k := self._tree_key) is not None:
+            self.store.put_json(k, report)
+
+    def agreed(self, k: str) -> bool:
+        """Whether ``k`` (a standbyc check of its own, not a validator's pass) was found
+        to hold before."""
+        return self.store.get(k) is not None
+
     # -- lookups ---------------------------------------------------------------------------
 
     def passed(self, k: str | None) -> bytes | None:
@@ -354,28 +370,135 @@ class GateMemo:
                 self.remember(split.exact[i], result.detail.encode())
         return Outcome(tuple(results), ran.findings, ran.seconds)
 
-    def kubeconform_run(
+    # -- the seam: plan what runs, settle what ran, and the results of all -------------
+
+    def plan(
         self,
-        schema_dir: Any,
-        version: str,
-        manifests: Sequence[str],
-        *,
+        work: Work,
+        sd: SchemaDir,
         display: Callable[[str], str],
-        display_root: str,
-        workers: int,
-    ) -> kubeconform.Run:
-        """kubeconform over the manifests whose pass at ``version`` is not remembered; the
-        remembered ones count as valid."""
-        split = self.split(manifests, lambda m: self.kube_key(version, m))
-        reused = sum(self.documents(manifests[i]) for i in split.hits)
-        if not split.todo:
-            return kubeconform.Run(VersionResult(version, reused, 0, 0, 0), (), 0.0)
-        ran = kubeconform.run(schema_dir, version, split.todo, cwd=self.root,
-                              display_root=display_root, workers=workers)  # fmt: skip
-        failed, todo = {f.file for f in ran.findings}, set(split.todo)
-        for m, k in zip(split.items, split.keys, strict=True):
-            if m in todo and display(m) not in failed:
-                self.remember(k)
-        v = ran.version
-        counts = VersionResult(version, v.valid + reused, v.invalid, v.errors, v.skipped)
-        return kubeconform.Run(counts, ran.findings, ran.seconds)
+        policy_shown: Callable[[str], str],
+    ) -> Work:
+        """Of ``work``, what the validators must run: the rest is a remembered pass, a run
+        shared with another spec's test, or another Kubernetes version's verdict."""
+        self._display, self._policy_shown = display, policy_shown
+        manifests = sorted({m for ms in work.kube.values() for m in ms})
+        versions = list(work.kube)
+        self._owned = (
+            shapes.owners(sd, versions, manifests, self.parsed_documents)
+            if self.on
+            else shapes.Owners()
+        )
+        self._kube = {
+            v: self.split(
+                [m for m in ms if (m, v) not in self._owned],
+                lambda m, v=v: self.kube_key(v, m),  # type: ignore[misc]
+            )
+            for v, ms in work.kube.items()
+        }
+        self._tests = self.split(work.tests, self.test_key, share=True, exact=self.test_exact_key)
+        self._policies = self.split(work.policies, self.policy_key, share=True)
+        self._rules = self.split(work.rules, lambda src: self.rules_key(src.groups))
+        self._ran: Ran | None = None
+        self._again: set[tuple[str, str]] = set()
+        self._pending = Work(
+            kube={v: split.todo for v, split in self._kube.items()},
+            tests=self._tests.todo,
+            policies=self._policies.todo,
+            rules=self._rules.todo,
+        )
+        return self._pending
+
+    def settle(self, ran: Ran) -> Work:
+        """Take what ran; what must run too: tests whose shared run failed (each on its
+        own, for its own messages), and manifests whose earlier version's schema this one
+        extends where they failed there (they may use a field this version added)."""
+        first = self._ran is None
+        self._remember_kube(ran)
+        self._ran = ran if self._ran is None else self._ran.combined(ran)
+        if not first:
+            self._pending = Work()
+            return self._pending
+        failed = {(v, f.file) for v, run in ran.kube.items() for f in run.findings}
+        again: dict[str, list[str]] = {}
+        for (m, v), base in sorted(self._owned.extended.items()):
+            if (base, self._display(m)) in failed:
+                again.setdefault(v, []).append(m)
+        self._again = {(m, v) for v, ms in again.items() for m in ms}
+        self._pending = Work(
+            kube=again,
+            tests=self.unshared(ran.tests, self._tests, self._display),
+            policies=self.unshared(ran.policies, self._policies, self._policy_shown),
+        )
+        return self._pending
+
+    def results(self) -> Ran:
+        """Every item's result, the reused ones put back in order."""
+        ran = self._ran or Ran()
+        kube: dict[str, kubeconform.Run] = {}
+        for v, split in self._kube.items():
+            reused = sum(self.documents(split.items[i]) for i in split.hits)
+            run = ran.kube.get(v) or kubeconform.Run(VersionResult(v, 0, 0, 0, 0), (), 0.0)
+            r = run.version
+            counts = VersionResult(v, r.valid + reused, r.invalid, r.errors, r.skipped)
+            kube[v] = kubeconform.Run(counts, run.findings, run.seconds)
+        passed = {p: base for p, base in self._owned.extended.items() if p not in self._again}
+        mirrored = shapes.mirror(kube, {**self._owned.same, **passed}, self._display,
+                                 self.documents)  # fmt: skip
+        linted = ran.linted.findings if ran.linted else ()
+        return Ran(
+            kube=dict(zip(kube, mirrored, strict=True)),
+            tests=self.merged(ran.tests, self._tests, self._display),
+            policies=self.merged(ran.policies, self._policies, self._policy_shown),
+            checked=self.merged(ran.checked, self._rules, lambda src: src.display_file, linted),
+            linted=ran.linted,
+        )
+
+    def _remember_kube(self, ran: Ran) -> None:
+        """The manifests kubeconform passed, remembered at their version."""
+        if not self.on:
+            return
+        for v, run in ran.kube.items():
+            failed = {f.file for f in run.findings}
+            for m in self._pending.kube.get(v, []):
+                if self._display(m) not in failed:
+                    self.remember(self.kube_key(v, m))
+
+
+EMPTY = Outcome((), (), 0.0)
+
+
+@dataclass
+class Work:
+    """What the gate asks its validators to check."""
+
+    kube: dict[str, list[str]] = field(default_factory=dict)  # version -> manifests
+    tests: list[str] = field(default_factory=list)  # promtool unit test files
+    policies: list[str] = field(default_factory=list)  # Kyverno test directories
+    rules: list[RuleSource] = field(default_factory=list)  # PrometheusRules
+
+    def empty(self) -> bool:
+        return not (any(self.kube.values()) or self.tests or self.policies or self.rules)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What the validators gave for a ``Work``."""
+
+    kube: dict[str, kubeconform.Run] = field(default_factory=dict)
+    tests: Outcome = EMPTY
+    policies: Outcome = EMPTY
+    checked: Outcome = EMPTY  # promtool check rules
+    linted: Outcome | None = None  # pint (None: not run)
+
+    def combined(self, more: Ran) -> Ran:
+        kube = dict(self.kube)
+        for v, run in more.kube.items():
+            kube[v] = kubeconform.combine(kube[v], run) if v in kube else run
+        return Ran(
+            kube=kube,
+            tests=merge([self.tests, more.tests]),
+            policies=merge([self.policies, more.policies]),
+            checked=merge([self.checked, more.checked]),
+            linted=self.linted,
+        )
