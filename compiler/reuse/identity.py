@@ -117,12 +117,19 @@ _TEMPLATE_TOKEN = re.compile(
 _KYVERNO_READS = re.compile(r"[*?]|\{\{")
 
 
-def abstract(rel: str, texts: Sequence[bytes], *, kyverno: bool = False) -> list[bytes] | None:
+def abstract(
+    rel: str,
+    texts: Sequence[bytes],
+    *,
+    kyverno: bool = False,
+    parsed: Sequence[Sequence[Any] | None] = (),
+) -> list[bytes] | None:
     """``texts`` with the spec's identity replaced, or None where that is not shown sound
     (the caller then keys on the exact bytes). ``texts`` are a promtool test and the rule
     files it lists (in that order), or with ``kyverno`` the files of a Kyverno test; for
     those, one more item follows the texts: which of Kubernetes' name limits each string
-    holding the identity fits."""
+    holding the identity fits. ``parsed``: for some texts, the documents they read back as
+    (known to the caller), so they are not parsed again."""
     parts = rel.split("/")
     if len(parts) < 3 or not all(_DNS_LABEL.match(p) for p in parts[:2]):
         return None
@@ -136,7 +143,7 @@ def abstract(rel: str, texts: Sequence[bytes], *, kyverno: bool = False) -> list
             checker.positions = {}
         else:
             checker.positions = _TEST_POSITIONS if i == 0 else _RULE_POSITIONS
-        if not checker.holds_in(body):
+        if not checker.holds_in(body, parsed[i] if i < len(parsed) else None):
             return None
         out.append(replace(rel, body))
     if checker.numeric or not checker.reads_equal_only():
@@ -185,14 +192,16 @@ class _Checker:
         # label value), 1 fits 253 (a DNS subdomain), 2 neither
         self.limits: list[int] = []
         self.numeric = False  # whether a string holding it may read as a number
-        self.promql: list[str] = []  # every PromQL text
-        self.templates: list[str] = []  # every Go template text
+        # every distinct PromQL and Go template text, and what its probed form must be
+        # (a test repeats its series in every case: each is read once)
+        self.promql: dict[str, str] = {}
+        self.templates: dict[str, str] = {}
         self.label_values: list[tuple[str, str]] = []  # (label, value) of label maps
 
     def holds(self, text: str) -> bool:
         return any(v in text for v in self.values)
 
-    def holds_in(self, body: bytes) -> bool:
+    def holds_in(self, body: bytes, docs: Sequence[Any] | None = None) -> bool:
         """Whether every occurrence of the identity in ``body`` stands where it may."""
         try:
             text = body.decode("utf-8")
@@ -200,7 +209,8 @@ class _Checker:
                 return False
             if self.kyverno and _KYVERNO_READS.search(text):
                 return False
-            docs = yamlio.read_back(text)
+            if docs is None:
+                docs = yamlio.read_back(text)
             probed = yamlio.read_back(_probe(self.rel, text))
         except Exception:  # not plain YAML (an alias, a tag, a duplicate key): keep it exact
             return False
@@ -209,12 +219,10 @@ class _Checker:
     def _language(self, path: tuple[str, ...]) -> str | None:
         if self.kyverno:
             return PLAIN
-        for pattern, language in self.positions.items():
-            if len(pattern) == len(path) and all(
-                p in (q, _ANY) for p, q in zip(pattern, path, strict=True)
-            ):
-                return language
-        return None
+        found = self.positions.get(path)
+        if found is None and path:
+            found = self.positions.get((*path[:-1], _ANY))
+        return found
 
     def walk(self, node: Any, path: tuple[str, ...]) -> Any:
         if isinstance(node, dict):
@@ -226,13 +234,15 @@ class _Checker:
     def _string(self, node: str, path: tuple[str, ...]) -> str:
         language = self._language(path)
         if language == PROMQL:
-            self.promql.append(node)
-            return self._promql(node)
+            if node not in self.promql:
+                self.promql[node] = self._promql(node)
+            return self.promql[node]
         if len(path) >= 2 and path[-2] in _LABEL_MAPS:
             self.label_values.append((path[-1], node))
         if language == TEMPLATE:
-            self.templates.append(node)
-            return self._template(node)
+            if node not in self.templates:
+                self.templates[node] = self._template(node)
+            return self.templates[node]
         if language == PLAIN:
             self._held(node)
             return _probe(self.rel, node)

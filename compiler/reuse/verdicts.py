@@ -199,7 +199,9 @@ class GateMemo:
         if found is None:
             return None
         listed, texts = found
-        abstracted = identity.abstract(rel, texts)
+        parent = Path(rel).parent
+        rels = [rel, *((parent / item).as_posix() for item in listed)]
+        abstracted = identity.abstract(rel, texts, parsed=[self.parsed.get(r) for r in rels])
         form = "abstract" if abstracted is not None else "exact"
         return self._key("promtool-test", self._tool("promtool"), form, *listed,
                          *(abstracted if abstracted is not None else texts))  # fmt: skip
