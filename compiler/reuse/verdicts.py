@@ -1,11 +1,13 @@
-"""Which validator passes the gate can reuse: a pass is remembered under a key over the
-exact bytes checked and the exact tool (its path, size and modification time) and schemas
-that checked them. Only passes are remembered; anything else runs again.
+"""The gate's one seam to every reuse: ``GateMemo.plan(work)`` takes out of the validators'
+work what a remembered pass (``compiler.reuse.store``), a run shared with another spec's
+test (``compiler.reuse.identity``) or another Kubernetes version's verdict
+(``compiler.reuse.shapes``) covers; ``settle(ran)`` takes what ran and says what must run
+too; ``results()`` puts every verdict back in order.
 
-Unit tests (promtool's, kyverno's) are keyed with their spec's name and namespace
-abstracted (``compiler.gate.identity``): a test that differs from another only in them
-is the same test, so within one run only the first of them runs, and its pass stands for
-the others (a failure runs each of them again, for their own messages)."""
+A pass is remembered under a key over the exact bytes checked, the tool that checked them
+(its path, size, inode and times) and the bytes of the schemas. Only passes are
+remembered; anything else runs again. A shared run that fails runs each test it stood for
+on its own, for its own messages. With ``STANDBYC_REUSE=off`` the plan is the work."""
 
 from __future__ import annotations
 
