@@ -30,6 +30,7 @@ Where any of these fails, the key is over the exact bytes (``abstract`` returns 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -139,10 +140,7 @@ def abstract(
         if not text.startswith(yamlio.HEADER_MARK.encode()):
             return None
         body = text.split(b"\n", 1)[1] if b"\n" in text else b""
-        if kyverno:
-            checker.positions = {}
-        else:
-            checker.positions = _TEST_POSITIONS if i == 0 else _RULE_POSITIONS
+        checker.positions = _TEST_POSITIONS if i == 0 else _RULE_POSITIONS  # (not Kyverno's)
         if not checker.holds_in(body, parsed[i] if i < len(parsed) else None):
             return None
         out.append(replace(rel, body))
@@ -169,12 +167,17 @@ def _pairs(rel: str) -> list[tuple[bytes, bytes]]:
     return sorted(pairs.items(), key=lambda pair: -len(pair[0]))
 
 
+@functools.lru_cache(maxsize=256)
+def _probe_pairs(rel: str) -> tuple[tuple[str, str], ...]:
+    """``_pairs`` with each placeholder's probe name, once per ``rel``."""
+    probe_of = {PLACEHOLDER["namespace"].encode(): _PROBES[0],
+                PLACEHOLDER["name"].encode(): _PROBES[1]}  # fmt: skip
+    return tuple((value.decode(), probe_of[placeholder]) for value, placeholder in _pairs(rel))
+
+
 def _probe(rel: str, text: str) -> str:
     """``text`` with the identity replaced by the probe names (as ``replace`` would)."""
-    namespace, name = rel.split("/")[:2]
-    probes = {name: _PROBES[1]}
-    probes.setdefault(namespace, _PROBES[0])
-    for value, probe in sorted(probes.items(), key=lambda pair: -len(pair[0])):
+    for value, probe in _probe_pairs(rel):
         text = text.replace(value, probe)
     return text
 
