@@ -29,6 +29,12 @@ XOR = "x"  # dense XOR with the source, byte-shuffled, zstd'd
 RAW_Z = "rz"  # the new bytes, byte-shuffled, zstd'd
 RAW = "r"  # the new bytes, stored
 OPS = (COPY, SPARSE, XOR, RAW_Z, RAW)
+# Relative ops patch the source chunk by XOR: decoded over a zero source they give the
+# XOR mask, so two of them compose without either checkpoint. Absolute ops hold the new
+# bytes themselves. Every op is one or the other.
+RELATIVE_OPS = frozenset((COPY, SPARSE, XOR))
+ABSOLUTE_OPS = frozenset((RAW_Z, RAW))
+assert frozenset(OPS) == RELATIVE_OPS | ABSOLUTE_OPS and not RELATIVE_OPS & ABSOLUTE_OPS
 GAP_WIDTHS = (1, 2, 4, 8)
 
 ZSTD_LEVEL = 1  # level 1 keeps diff above 1 GB/s; higher levels gain ~2% size
@@ -177,7 +183,7 @@ class Decoder:
     ) -> None:
         """Write the chunk's new bytes into ``out`` (whose length is the chunk size)."""
         n = len(out)
-        if op in (COPY, SPARSE, XOR) and (old is None or len(old) != n):
+        if op in RELATIVE_OPS and (old is None or len(old) != n):
             raise DeltaError(f"{where}: op {op!r} needs a source chunk of {n} bytes")
         if op == RAW:
             if len(payload) != n:
