@@ -11,12 +11,13 @@ templates raise.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler import kinds, outdir, pipeline, yamlio
+from compiler import kinds, outdir, pipeline
 from compiler.errors import Diagnostic, SpecError, StandbycError
 from compiler.gate import Report, run_gate
 from compiler.render.base import Emitted, Renderer
@@ -99,14 +100,79 @@ def kube_versions_of(specs: Sequence[pipeline.CompiledSpec]) -> list[str] | None
 
 @dataclass
 class _Run:
-    """What one compile learns as it goes (the build and gate steps run inside the lock)."""
+    """One compile: the build and gate steps (run inside out/'s lock when writing) and
+    what they learn as they go."""
 
+    specs_paths: list[Path]
+    renderer: Renderer
+    root: Path  # what file headers name specs relative to (out/'s parent)
+    kube_versions: Sequence[str] | None
+    strict_asked: bool
+    display_root: str
     current: outdir.Contents = field(default_factory=lambda: outdir.Contents({}, []))
     specs: tuple[pipeline.CompiledSpec, ...] = ()
     files: dict[str, str] = field(default_factory=dict)
     report: Report | None = None
     compile_seconds: float = 0.0
     strict: bool = False
+
+    def build(self, current: outdir.Contents) -> dict[str, str]:
+        t0 = time.perf_counter()
+        self.current = current
+        try:
+            compiled, self.files = pipeline.build_tree(
+                self.specs_paths, self.renderer, current.owned, self.root
+            )
+        finally:
+            self.compile_seconds = time.perf_counter() - t0
+        self.specs = tuple(compiled)
+        self.strict = self.strict_asked or any(c.plan.failover_strict for c in compiled)
+        if self.strict and any(c.plan.failover.met is False for c in compiled):
+            raise _Rejected("a failover objective is missed")
+        return self.files
+
+    def gate(self, staged: Path) -> None:
+        # The directories of the specs compiled now (and the shared files): files kept
+        # from other specs were validated when they were written.
+        only = [f"{c.directory}/{pipeline.KUSTOMIZATION}" for c in self.specs]
+        only.append(f"{pipeline.CRD_DIR}/{pipeline.KUSTOMIZATION}")
+        fresh = self.current.translated
+        self.report = run_gate(
+            staged,
+            kube_versions=self.kube_versions or kube_versions_of(self.specs),
+            display_root=self.display_root,
+            only=only,
+            # The tree staged (or found unchanged) holds these texts: read them from here.
+            known={r: t for r, t in self.files.items() if r not in fresh},
+            # What those texts read back as: each was checked to be its object (serialize).
+            parsed={
+                path: [e.obj]
+                for c in self.specs
+                for e in c.objects
+                if e.text is None and (path := f"{c.directory}/{e.relpath}") not in fresh
+            },
+        )
+        if not self.report.ok:
+            raise _Rejected("validation failed")
+
+    def result(self, out: Path, written: bool, seconds: float, skipped: tuple[str, ...]) -> Result:
+        return Result(
+            out=out,
+            specs=self.specs,
+            files=self.files,
+            current=self.current.owned,
+            changes=Changes.between(self.current.owned, self.files),
+            written=written,
+            report=self.report,
+            compile_seconds=self.compile_seconds,
+            write_seconds=seconds - self.compile_seconds,
+            strict=self.strict,
+            skipped=skipped,
+        )
+
+
+def _skipped(discovery: pipeline.Discovery) -> tuple[str, ...]:
+    return tuple(f"{path} (kind: {kind})" for path, kind in discovery.skipped)
 
 
 def compile_tree(
@@ -128,103 +194,82 @@ def compile_tree(
     roots = list(paths) or [DEFAULT_SPECS]
     out = outdir.check_target(out, roots)
     discovery = pipeline.discover_specs(roots)
-    specs = discovery.specs
-    skipped = tuple(f"{path} (kind: {kind})" for path, kind in discovery.skipped)
-    renderer = Renderer(templates)
-    run = _Run()
-
-    def build(current: outdir.Contents) -> dict[str, str]:
-        t0 = time.perf_counter()
-        run.current = current
-        try:
-            compiled, run.files = pipeline.build_tree(
-                specs, renderer, current.owned, out.resolve().parent
-            )
-        finally:
-            run.compile_seconds = time.perf_counter() - t0
-        run.specs = tuple(compiled)
-        run.strict = strict or any(c.plan.failover_strict for c in compiled)
-        if run.strict and any(c.plan.failover.met is False for c in compiled):
-            raise _Rejected("a failover objective is missed")
-        return run.files
-
-    def gate(staged: Path) -> None:
-        # The directories of the specs compiled now (and the shared files): files kept
-        # from other specs were validated when they were written.
-        only = [f"{c.directory}/{pipeline.KUSTOMIZATION}" for c in run.specs]
-        only.append(f"{pipeline.CRD_DIR}/{pipeline.KUSTOMIZATION}")
-        run.report = run_gate(
-            staged,
-            kube_versions=kube_versions or kube_versions_of(run.specs),
-            display_root=out.as_posix(),
-            only=only,
-            # The tree staged (or found unchanged) holds these texts: read them from here.
-            known={r: t for r, t in run.files.items() if r not in run.current.translated},
-            # What those texts read back as: each was checked to be its object (serialize).
-            parsed={
-                path: [e.obj]
-                for c in run.specs
-                for e in c.objects
-                if e.text is None
-                and (path := f"{c.directory}/{e.relpath}") not in run.current.translated
-            },
-        )
-        if not run.report.ok:
-            raise _Rejected("validation failed")
-
+    run = _Run(
+        discovery.specs, Renderer(templates), out.resolve().parent, kube_versions, strict,
+        out.as_posix(),
+    )  # fmt: skip
     t0 = time.perf_counter()
     written = False
     try:
         if write:
-            written = outdir.replace(out, build, validate=gate if validate else None)
+            written = outdir.replace(out, run.build, validate=run.gate if validate else None)
         else:
-            build(outdir.read_settled(out))
+            run.build(outdir.read_settled(out))
     except SpecError as exc:
-        return Result(out, diagnostics=exc.diagnostics, skipped=skipped)
+        return Result(out, diagnostics=exc.diagnostics, skipped=_skipped(discovery))
     except _Rejected:
         pass
-    return Result(
-        out=out,
-        specs=run.specs,
-        files=run.files,
-        current=run.current.owned,
-        changes=Changes.between(run.current.owned, run.files),
-        written=written,
-        report=run.report,
-        compile_seconds=run.compile_seconds,
-        write_seconds=time.perf_counter() - t0 - run.compile_seconds,
-        strict=run.strict,
-        skipped=skipped,
-    )
+    return run.result(out, written, time.perf_counter() - t0, _skipped(discovery))
+
+
+STREAM_ROOT = Path("<stdout>")
+
+
+def compile_objects(
+    paths: Sequence[Path] = (),
+    *,
+    validate: bool = True,
+    templates: Path | None = None,
+    kube_versions: Sequence[str] | None = None,
+    strict: bool = False,
+) -> Result:
+    """Compile the specs in ``paths`` on their own, with no ``out/``: nothing on disk is
+    read or kept, and the result's objects are what ``stream`` prints. The gate needs
+    files, so when validating the tree is written to a scratch directory for it alone."""
+    roots = list(paths) or [DEFAULT_SPECS]
+    discovery = pipeline.discover_specs(roots)
+    run = _Run(
+        discovery.specs, Renderer(templates), Path.cwd(), kube_versions, strict,
+        STREAM_ROOT.as_posix(),
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    try:
+        files = run.build(outdir.Contents({}, []))
+        if validate:
+            with tempfile.TemporaryDirectory(prefix="standbyc-gate-") as scratch:
+                for rel, text in files.items():
+                    target = Path(scratch, rel)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(text, encoding="utf-8")
+                run.gate(Path(scratch))
+    except SpecError as exc:
+        return Result(STREAM_ROOT, diagnostics=exc.diagnostics, skipped=_skipped(discovery))
+    except _Rejected:
+        pass
+    return run.result(STREAM_ROOT, False, time.perf_counter() - t0, _skipped(discovery))
 
 
 PARTS = ("all", "spec", "cluster")
 
 
-def stream(files: dict[str, str], part: str = "all") -> str:
-    """The objects a tree applies, as one YAML stream in apply order: what the
-    root kustomization.yaml reaches (CRDs and each spec's resources), never tests, plan
-    documents or kustomize files. Argo CD's config management plugin prints it. ``part``
-    ``spec`` leaves out the kinds all specs share (a CRD), ``cluster`` keeps only those."""
+def stream(result: Result, part: str = "all") -> str:
+    """The objects a ``compile_objects`` result applies, as one YAML stream in apply
+    order: the CRDs and each spec's resources (what the root kustomization.yaml
+    reaches), never tests, plan documents or kustomize files. Argo CD's config
+    management plugin prints it. ``part`` ``spec`` leaves out the kinds all specs share
+    (a CRD), ``cluster`` keeps only those. Built from the objects, in the texts already
+    serialized for them: nothing is read back."""
+    used = {e.kind for one in result.specs for e in one.objects}
+    applied = [(f"{pipeline.CRD_DIR}/{e.relpath}", e) for e in pipeline.crd_objects(used)]
+    applied += [(f"{one.directory}/{e.relpath}", e) for one in result.specs for e in one.objects]
     docs: list[tuple[tuple[int, str, str], str]] = []
-
-    def visit(directory: str) -> None:
-        path = f"{directory}/{pipeline.KUSTOMIZATION}" if directory else pipeline.KUSTOMIZATION
-        listed = yamlio.parse_one(files[path])[0].get("resources", [])
-        for entry in listed:
-            rel = f"{directory}/{entry}" if directory else entry
-            if rel in files:
-                text = files[rel].split("\n", 1)[1]  # without the generated-file comment
-                obj = yamlio.parse_one(text)[0]
-                shared = kinds.get(obj["kind"]).shared
-                if (part == "spec" and shared) or (part == "cluster" and not shared):
-                    continue
-                meta = obj.get("metadata", {})
-                key = (kinds.rank(obj["kind"]), meta.get("namespace", ""), meta.get("name", ""))
-                docs.append((key, text))
-            else:
-                visit(rel)
-
-    if pipeline.KUSTOMIZATION in files:
-        visit("")
+    for path, e in applied:
+        if not e.is_resource:
+            continue
+        shared = kinds.get(e.kind).shared
+        if (part == "spec" and shared) or (part == "cluster" and not shared):
+            continue
+        meta = e.obj.get("metadata", {})
+        key = (kinds.rank(e.kind), meta.get("namespace", ""), meta.get("name", ""))
+        docs.append((key, result.files[path].split("\n", 1)[1]))  # without the header
     return "".join(f"---\n{text}" for _, text in sorted(docs))

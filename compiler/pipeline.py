@@ -337,20 +337,26 @@ def compile_specs(paths: Sequence[Path], renderer: Renderer, root: Path) -> list
     return compiled
 
 
-def crd_documents(kinds_used: set[str]) -> dict[str, str]:
-    """The CRDs standbyc ships for the kinds in use, in the shared ``crds/`` directory."""
-    out: dict[str, str] = {}
-    listed: list[str] = []
+def crd_objects(kinds_used: set[str]) -> list[Emitted]:
+    """The CRDs standbyc ships for the kinds in use (relpaths below ``crds/``)."""
+    out: list[Emitted] = []
     folder = resources.files("compiler") / "data"
     for kind, crd in sorted(kinds.shipped_crds().items()):
-        if kind not in kinds_used:
-            continue
-        obj = yamlio.parse_one((folder / crd).read_text(encoding="utf-8"))[0]
-        e = decorate(Emitted(f"customresourcedefinition-{obj['metadata']['name']}.yaml", obj),
-                     Common())  # fmt: skip
-        out[f"{CRD_DIR}/{e.relpath}"] = serialize(e.obj, SHARED_SOURCE, f"{CRD_DIR}/{e.relpath}")
-        listed.append(e.relpath)
-    if listed:
+        if kind in kinds_used:
+            obj = yamlio.parse_one((folder / crd).read_text(encoding="utf-8"))[0]
+            name = f"customresourcedefinition-{obj['metadata']['name']}.yaml"
+            out.append(decorate(Emitted(name, obj), Common()))
+    return out
+
+
+def crd_documents(kinds_used: set[str]) -> dict[str, str]:
+    """The shared ``crds/`` directory: the CRDs in use and their kustomization."""
+    out = {
+        f"{CRD_DIR}/{e.relpath}": serialize(e.obj, SHARED_SOURCE, f"{CRD_DIR}/{e.relpath}")
+        for e in crd_objects(kinds_used)
+    }
+    if out:
+        listed = [p.split("/", 1)[1] for p in out]
         out[f"{CRD_DIR}/{KUSTOMIZATION}"] = serialize(
             kustomization(listed), SHARED_SOURCE, f"{CRD_DIR}/{KUSTOMIZATION}"
         )

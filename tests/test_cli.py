@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from compiler import kinds as table
 from compiler import pipeline
 from compiler.cli import build_parser
 from tests.conftest import REPO, Run, run_cli
@@ -264,3 +266,35 @@ def test_json_errors_carry_ok_exit_code_and_error(tmp_path: Path) -> None:
     assert "metadata.name: 'A' is not a valid Kubernetes name" in doc["error"]
     fine = run_cli("plan", str(REPO / "specs"), "--format", "json")
     assert json.loads(fine.out)["exitCode"] == 0
+
+
+def _applied(out: Path, directory: Path | None = None) -> list[str]:
+    """What a written out/ applies: every document its kustomization.yaml files reach."""
+    here = directory or out
+    docs: list[str] = []
+    for entry in yaml.safe_load((here / "kustomization.yaml").read_text())["resources"]:
+        path = here / entry
+        if path.is_dir():
+            docs += _applied(out, path)
+        else:
+            docs.append(path.read_text().split("\n", 1)[1])  # without the header
+    return docs
+
+
+@pytest.mark.parametrize("part", ["all", "spec", "cluster"])
+def test_stdout_prints_what_the_written_tree_applies(workdir: Path, part: str) -> None:
+    assert run_cli("compile", "--no-validate").code == 0
+    streamed = run_cli("compile", "--stdout", "--no-validate", "--part", part)
+    assert streamed.code == 0, streamed.err
+    printed = [d for d in streamed.out.split("---\n") if d]
+    crd = [d for d in _applied(workdir / "out") if "\nkind: CustomResourceDefinition\n" in d]
+    expect = {
+        "all": _applied(workdir / "out"),
+        "cluster": crd,
+        "spec": [d for d in _applied(workdir / "out") if d not in crd],
+    }[part]
+    assert crd and len(expect) >= 1
+    assert sorted(printed) == sorted(expect)
+    kinds = [yaml.safe_load(d)["kind"] for d in printed]  # in the order printed
+    # apply order: the CRDs first, then namespaced objects by the kinds table
+    assert kinds == sorted(kinds, key=table.rank)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compiler import units
@@ -97,7 +95,7 @@ def _spec_lines(s: dict[str, Any], plan_doc: str | None) -> list[str]:
 @dataclass(frozen=True)
 class CompileOutcome:
     result: Result
-    stdout: bool = False  # --stdout: out/ is a temporary tree, gone when this prints
+    stdout: bool = False  # --stdout: no out/ (compile_objects)
 
     @property
     def exit_code(self) -> int:
@@ -188,37 +186,29 @@ class StreamOutcome:
         from compiler.api import stream
 
         result = self.compiled.result
-        return stream(result.files, self.part) if result.ok else ""
+        return stream(result, self.part) if result.ok else ""
 
     def problem(self) -> str:
-        # The summary without its first line, which speaks of a temporary out/.
+        # The summary without its first line, which speaks of out/.
         summary = self.compiled.text().split("\n", 1)[-1] if self.compiled.text() else ""
         return "\n".join(part for part in (summary, self.compiled.problem()) if part)
 
 
-def compile_to(args: argparse.Namespace, out: Path, *, stdout: bool = False) -> CompileOutcome:
-    from compiler.api import compile_tree
-
-    result = compile_tree(
-        args.paths,
-        out,
-        validate=not args.no_validate,
-        templates=args.templates,
-        kube_versions=args.kube_version,
-        strict=args.strict,
-    )
-    return CompileOutcome(result, stdout)
-
-
 def run(args: argparse.Namespace) -> int:
+    from compiler.api import compile_objects, compile_tree
     from compiler.output import emit
 
+    options: dict[str, Any] = {
+        "validate": not args.no_validate,
+        "templates": args.templates,
+        "kube_versions": args.kube_version,
+        "strict": args.strict,
+    }
     if not args.stdout:
         if args.part != "all":
             raise UsageError("--part chooses what --stdout prints; it needs --stdout")
-        return emit(compile_to(args, args.out), args.format)
+        return emit(CompileOutcome(compile_tree(args.paths, args.out, **options)), args.format)
     if args.format != "text":
         raise UsageError("--stdout prints YAML; it takes no --format")
-    with tempfile.TemporaryDirectory(prefix="standbyc-stdout-") as tmp:
-        compiled = compile_to(args, Path(tmp) / "out", stdout=True)
-        return emit(StreamOutcome(compiled, args.part), "text")
+    compiled = CompileOutcome(compile_objects(args.paths, **options), stdout=True)
+    return emit(StreamOutcome(compiled, args.part), "text")
