@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile standby specs (a model served by hot, warm and cold standby "
         "tiers, and the network they share) into validated Kubernetes objects in out/, and "
         "move model weights to the standbys by sending only what changed.",
-        epilog="Exit codes: 0 ok; 1 a check or validation said no; 2 bad input or usage (a "
+        epilog="Exit codes: 0 ok; 1 out/ is stale (check), validation failed, or (--strict) a "
+        "failover objective was missed; 2 bad input or usage (a "
         "full disk included); 3 a bug in standbyc; 4 (weights sync) the store did not answer; "
         "5 (weights sync) on disk, but not every engine loaded it.",
     )

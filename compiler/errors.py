@@ -92,12 +92,6 @@ class NoSpace(StandbycError):
     """The disk standbyc writes to is full; what it wrote in the meantime is removed."""
 
 
-class CheckFailed(StandbycError):
-    """``standbyc check`` found ``out/`` stale."""
-
-    exit_code = EXIT_FAILED
-
-
 class ValidationFailed(StandbycError):
     """kubeconform, promtool or pint rejected something standbyc emitted."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler import kinds, units, yamlio
-from compiler.checks import check_spec
+from compiler.admit import admit_spec
 from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
 from compiler.fsutil import resolved
@@ -235,11 +235,11 @@ def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
     before = memo.parsed(shown, source, spec.text)
     if before is not None:
         loaded = LoadedSpec(shown, before.data, Positions())
-        plan = build(check_spec(loaded), shown)
+        plan = build(admit_spec(loaded), shown)
         name_location, warnings = before.name_location, before.warnings
     else:
         loaded = load_text(spec.text, shown)
-        plan = build(check_spec(loaded), shown)
+        plan = build(admit_spec(loaded), shown)
         name_location = loaded.positions.locate(shown, ("metadata", "name"))
         warnings = _spec_warnings(loaded, plan)
         memo.remember_parsed(shown, source, spec.text, Parsed(loaded.data, name_location, warnings))

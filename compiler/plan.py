@@ -402,7 +402,7 @@ def build(spec: StandbySpec, source: str) -> Plan:
     hc = s.health_checks
     probes = Fraction(hc.probers * targets * 1000, hc.interval)
     fo = s.failover
-    takeover = next(t for t in all_tiers if t.name == fo.takeover)  # checks.py made sure
+    takeover = next(t for t in all_tiers if t.name == fo.takeover)  # admit.py made sure
     failover_inputs = Inputs(
         link_bps=s.network.link,
         model_bytes=s.model.size,

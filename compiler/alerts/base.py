@@ -58,7 +58,7 @@ class Series:
 
 
 @dataclass(frozen=True)
-class Check:
+class Expect:
     eval_ms: int
     exp_alerts: list[dict[str, Any]]
 
@@ -67,7 +67,7 @@ class Check:
 class Case:
     name: str
     input_series: list[Series]
-    checks: list[Check]
+    expects: list[Expect]  # promtool alert_rule_test: what fires at each time
 
 
 @dataclass(frozen=True)
@@ -258,9 +258,9 @@ class Context:
             Case(
                 fire_name,
                 fire_inputs,
-                [Check(timeline.fire - self.eval_ms, []), Check(timeline.fire, expected)],
+                [Expect(timeline.fire - self.eval_ms, []), Expect(timeline.fire, expected)],
             ),
-            Case(silent_name, silent_inputs, [Check(timeline.end, [])]),
+            Case(silent_name, silent_inputs, [Expect(timeline.end, [])]),
         ]
 
     def grid(self, ms: int) -> int:

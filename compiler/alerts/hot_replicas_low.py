@@ -18,8 +18,8 @@ from compiler.alerts.base import (
     OTHER_TIER,
     Alert,
     Case,
-    Check,
     Context,
+    Expect,
     Series,
     indent,
     selector,
@@ -145,7 +145,7 @@ def _cases(ctx: Context, alert: Alert, replicas: int, for_ms: int) -> None:
         Case(
             "HotTierBelowReplicas fires when no hot pod exists at all",
             [*foreign, *ns()],
-            [Check(timeline.fire, firing)],
+            [Expect(timeline.fire, firing)],
         )
     )
     alert.cases.extend(
@@ -158,7 +158,7 @@ def _cases(ctx: Context, alert: Alert, replicas: int, for_ms: int) -> None:
                 "their labels by a kube-state-metrics without the allowlist "
                 "(StandbyTierLabelsMissing fires instead)",
                 [*hot_pods(tier=None), *foreign, *ns(allowlisted=False)],
-                [Check(timeline.end, [])],
+                [Expect(timeline.end, [])],
             ),
         ]
     )
@@ -189,10 +189,10 @@ def _all_gone(
         "in the namespace, and keeps firing until they are back",
         [*gone, *stays],
         [
-            Check(vanished.fire - ctx.eval_ms, []),
-            Check(vanished.fire, firing),
-            Check(ctx.grid(3600_000), firing),
-            Check(ctx.grid(LONG_MS), firing),
+            Expect(vanished.fire - ctx.eval_ms, []),
+            Expect(vanished.fire, firing),
+            Expect(ctx.grid(3600_000), firing),
+            Expect(ctx.grid(LONG_MS), firing),
         ],
     )
 
@@ -214,7 +214,7 @@ def _exporter_restarts(
         f"HotTierBelowReplicas stays silent while kube-state-metrics is down for "
         f"{units.prom_duration(KSM_DOWN_MS)} and every hot pod stays ready",
         [*series, *foreign],
-        [Check(ctx.grid(t), []) for t in range(0, end - ctx.scrape_ms, 60_000)],
+        [Expect(ctx.grid(t), []) for t in range(0, end - ctx.scrape_ms, 60_000)],
     )
 
 
@@ -239,5 +239,5 @@ def _allowlist_lost_then_rollout(ctx: Context, pod: PodFn, foreign: list[Series]
         "HotTierBelowReplicas stays silent when kube-state-metrics is redeployed without the "
         "allowlist and the engine then rolls out",
         [*series, *sentinel, *unflagged, *foreign],
-        [Check(ctx.grid(t), []) for t in (20 * 60_000, 3600_000, LONG_MS)],
+        [Expect(ctx.grid(t), []) for t in (20 * 60_000, 3600_000, LONG_MS)],
     )

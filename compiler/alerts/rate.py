@@ -37,8 +37,8 @@ from compiler.alerts.base import (
     OTHER_TIER,
     Alert,
     Case,
-    Check,
     Context,
+    Expect,
     Series,
     counter_values,
     indent,
@@ -244,7 +244,7 @@ def _outage_case(
         f"{alert.name} ends while the {exporter} is down for {down} and fires again "
         f"{units.prom_duration(cfg.for_)} after it is back",
         [*inputs, *sc.foreign(on)],
-        [Check(fire, firing), Check(quiet, []), Check(again, firing)],
+        [Expect(fire, firing), Expect(quiet, []), Expect(again, firing)],
     )
 
 
@@ -313,7 +313,7 @@ def _window_case(
         f"{factor:.2f} x {units.human_bits(cfg.threshold)} reads above it over the "
         f"{units.prom_duration(w)} window (half the window: an evaluation sooner; twice: later)",
         inputs,
-        [Check(fire - e_ms, []), Check(fire, expected)],
+        [Expect(fire - e_ms, []), Expect(fire, expected)],
     )
 
 
@@ -343,7 +343,7 @@ def _holding_cases(
     out: list[Case] = []
 
     def case(name: str, inputs: list[Series], tier_at: dict[int, str] | None = None) -> Case:
-        checks = [Check(t, firing((tier_at or {}).get(t))) for t in evals]
+        checks = [Expect(t, firing((tier_at or {}).get(t))) for t in evals]
         return Case(name, inputs, checks)
 
     if keep_firing(ctx, cfg):

@@ -7,7 +7,7 @@ exports no pod or namespace labels at all; it needs the engine's ``allowlist_fla
 from __future__ import annotations
 
 from compiler import units
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Check, Context, Series, indent
+from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, indent
 
 KEY = "tierLabelsMissing"  # its settings in the spec: alerts.tierLabelsMissing
 RATE = False
@@ -128,6 +128,6 @@ def _cases(ctx: Context, alert: Alert, for_ms: int) -> None:
             "StandbyTierLabelsMissing stays silent while kube-state-metrics is down for "
             f"{units.prom_duration(KSM_DOWN_MS)}",
             [*pods(True, values=gap), *ns(values=gap), *foreign],
-            [Check(ctx.grid(t), []) for t in range(0, end - ctx.scrape_ms, 60_000)],
+            [Expect(ctx.grid(t), []) for t in range(0, end - ctx.scrape_ms, 60_000)],
         )
     )

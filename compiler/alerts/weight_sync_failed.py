@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from compiler import units
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Check, Context, Series, selector
+from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, selector
 
 KEY = "weightSyncFailed"  # its settings in the spec: alerts.weightSyncFailed
 RATE = False
@@ -114,10 +114,10 @@ def _exporter_restart(
         f"{units.prom_duration(alert.for_ms)} after it is back",
         [*(Series(s.series, gap) for s in failed), *history],
         [
-            Check(timeline.fire, firing),
-            Check(ctx.grid(down_at * ctx.scrape_ms) + ctx.eval_ms, []),
-            Check(again - ctx.eval_ms, []),
-            Check(again, firing),
+            Expect(timeline.fire, firing),
+            Expect(ctx.grid(down_at * ctx.scrape_ms) + ctx.eval_ms, []),
+            Expect(again - ctx.eval_ms, []),
+            Expect(again, firing),
         ],
     )
 
@@ -162,8 +162,8 @@ def _later_success(ctx: Context, alert: Alert, ours: str, job: Any, timeline: An
         "WeightSyncJobFailed resolves when a later run of the CronJob succeeds",
         series,
         [
-            Check(timeline.fire, [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})]),
-            Check(resolved, []),
-            Check(resolved + 10 * ctx.eval_ms, []),
+            Expect(timeline.fire, [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})]),
+            Expect(resolved, []),
+            Expect(resolved + 10 * ctx.eval_ms, []),
         ],
     )

@@ -15,8 +15,8 @@ from compiler.alerts.base import (
     OTHER_TIER,
     Alert,
     Case,
-    Check,
     Context,
+    Expect,
     Record,
     Series,
     selector,
@@ -118,13 +118,13 @@ def build(ctx: Context) -> Alert | None:
                 f"weight-report CronJob pushes again {units.prom_duration(ctx.report_gap_ms)} "
                 "later",
                 [*restarted(True), *foreign, *wanted_long],
-                [Check(t, [firing]) for t in ctx.spread(timeline.fire, end)],
+                [Expect(t, [firing]) for t in ctx.spread(timeline.fire, end)],
             ),
             Case(
                 "StandbyWeightsBehind resolves when the Pushgateway restarted and nothing "
                 f"pushed again for {units.prom_duration(ctx.plan.sync.report_bridge_ms)}",
                 [*restarted(False), *foreign, *wanted_long],
-                [Check(gone - ctx.eval_ms, [firing]), Check(gone, [])],
+                [Expect(gone - ctx.eval_ms, [firing]), Expect(gone, [])],
             ),
         ]
     )

@@ -12,7 +12,7 @@ generation stays the one the whole tier last confirmed, below the one on disk.
 from __future__ import annotations
 
 from compiler import names, units
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Check, Context, Series, selector
+from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, selector
 
 KEY = "weightsNotServed"  # its settings in the spec: alerts.weightsNotServed
 RATE = False
@@ -119,13 +119,13 @@ def build(ctx: Context) -> Alert | None:
                 f"weight-report CronJob pushes again {units.prom_duration(ctx.report_gap_ms)} "
                 "later",
                 every(True),
-                [Check(t, [firing]) for t in ctx.spread(timeline.fire, end)],
+                [Expect(t, [firing]) for t in ctx.spread(timeline.fire, end)],
             ),
             Case(
                 "StandbyServingOldWeights resolves when the Pushgateway restarted and nothing "
                 f"pushed again for {units.prom_duration(ctx.plan.sync.report_bridge_ms)}",
                 every(False),
-                [Check(gone - ctx.eval_ms, [firing]), Check(gone, [])],
+                [Expect(gone - ctx.eval_ms, [firing]), Expect(gone, [])],
             ),
         ]
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compiler import names, units
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Check, Context, Series, selector
+from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, selector
 
 KEY = "weightsUnreported"  # its settings in the spec: alerts.weightsUnreported
 RATE = False
@@ -92,15 +92,15 @@ def _restarts(
             "StandbyWeightsUnreported stays silent through a Pushgateway restart when the "
             f"weight-report CronJob pushes again {wait} later",
             [*series(True), *foreign],
-            [Check(t, []) for t in ctx.spread(0, end)],
+            [Expect(t, []) for t in ctx.spread(0, end)],
         ),
         Case(
             "StandbyWeightsUnreported fires for every tier when the Pushgateway restarted and "
             f"nothing pushed again for {units.prom_duration(bridge)}, {for_text} later",
             [*series(False), *foreign],
             [
-                Check(fire - ctx.eval_ms, []),
-                Check(fire, [ctx.expected(alert, {**pushed, "tier": t}) for t in tiers]),
+                Expect(fire - ctx.eval_ms, []),
+                Expect(fire, [ctx.expected(alert, {**pushed, "tier": t}) for t in tiers]),
             ],
         ),
     ]

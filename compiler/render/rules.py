@@ -72,7 +72,7 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
                         "alertname": a.name,
                         "exp_alerts": k.exp_alerts,
                     }
-                    for k in c.checks
+                    for k in c.expects
                 ],
             }
             for c in a.cases

@@ -1,7 +1,7 @@
-"""Step 2, the spec checks: loaded data into a ``StandbySpec``, with located errors.
+"""Step 2, admission: loaded data becomes a ``StandbySpec``, or located errors.
 
 pydantic reports errors by field path; ``Positions`` turns each path into
-``file:line:col``. Semantic checks (the link budget, keepalive pitfall,
+``file:line:col``. The semantic rules (the link budget, keepalive pitfall,
 ``for`` versus evaluation interval) run after the model
 is valid, so they can rely on parsed units. Name lengths are checked on the
 emitted objects (``compiler.decorate``), per kind.
@@ -230,7 +230,7 @@ def _label_names(spec: StandbySpec) -> list[Problem]:
 SEMANTIC_CHECKS = (_link_budget, _keepalive, _alert_timing, _lists_and_names, _label_names)
 
 
-def check_spec(loaded: LoadedSpec) -> StandbySpec:
+def admit_spec(loaded: LoadedSpec) -> StandbySpec:
     try:
         spec = StandbySpec.model_validate(loaded.data)
     except ValidationError as exc:
