@@ -7,20 +7,20 @@ tree (atomically) and validating it are the caller's next steps.
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from compiler import kinds, units, yamlio
 from compiler.admit import admit_spec
 from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
+from compiler.forkmap import fork_map
 from compiler.fsutil import resolved
 from compiler.load import LoadedSpec, Positions, display_path, load_text, read_spec
 from compiler.plan import Plan, build
@@ -41,7 +41,7 @@ class CompiledSpec:
     plan: Plan
     directory: str  # <namespace>/<name>
     files: dict[str, str]  # path below out/ -> text
-    objects: list[Emitted]  # what the files hold, except test data (tests/: only its files)
+    objects: list[Emitted]  # what the files hold (``is_resource``: what is applied)
     name_location: Location
     header_source: str  # the spec as each file's header names it
     warnings: tuple[Diagnostic, ...] = ()
@@ -126,8 +126,8 @@ def header_source(path: Path, root: Path) -> str:
 def _render(
     plan: Plan, renderer: Renderer, source: str, directory: str, name_location: Location
 ) -> tuple[list[Emitted], dict[str, str]]:
-    """The spec's objects (rendered, decorated, in apply order; not test data) and its
-    files (all of them)."""
+    """The spec's objects (rendered, decorated, in apply order), the validators' test
+    data among them, and its files."""
     common = Common(plan.namespace, plan.labels, plan.annotations)
     emitted = order(decorate(e, common) for e in render_all(plan, renderer))
     if problem := name_problem(emitted):
@@ -142,7 +142,7 @@ def _render(
     files[f"{directory}/{KUSTOMIZATION}"] = serialize(
         kustomization(listed), source, f"{directory}/{KUSTOMIZATION}"
     )
-    return [e for e in emitted if not e.is_test_data], files
+    return emitted, files
 
 
 def _spec_warnings(loaded: LoadedSpec, plan: Plan) -> tuple[Diagnostic, ...]:
@@ -256,7 +256,6 @@ def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
 # From this many specs on, they are compiled by a pool of processes, one per core (starting
 # the pool costs about a tenth of a second; rendering a spec about a tenth of a second too).
 PARALLEL_FROM = 8
-_POOL_JOB: Renderer | None = None  # what forked workers compile with
 
 Problems = tuple[Diagnostic, ...]
 
@@ -275,16 +274,10 @@ def _compile_or_problems(spec: SpecText, renderer: Renderer) -> CompiledSpec | P
         return tuple(exc.diagnostics)
 
 
-def _compile_in_worker(spec: SpecText) -> CompiledSpec | Problems:
-    assert _POOL_JOB is not None
-    return _compile_or_problems(spec, _POOL_JOB)
-
-
 def _compile_each(
     paths: Sequence[Path], renderer: Renderer, root: Path
 ) -> list[CompiledSpec | Problems]:
     """Each spec compiled, or its problems; in order."""
-    global _POOL_JOB  # noqa: PLW0603 -- read by the forked workers
     texts = [_read_or_problems(p, root) for p in paths]  # each spec file read once
     memo = SpecMemo(renderer.digest)
     # A spec compiled before takes a few milliseconds here, less than a worker takes to
@@ -294,16 +287,12 @@ def _compile_each(
         for i, t in enumerate(texts)
         if isinstance(t, SpecText) and not memo.seen(t.shown, t.source, t.text)
     ]
-    workers = min(os.cpu_count() or 1, len(cold) // 2)
-    compiled: dict[int, CompiledSpec | Problems] = {}
-    if len(cold) >= PARALLEL_FROM and workers >= 2 and "fork" in mp.get_all_start_methods():
-        _POOL_JOB = renderer
-        try:
-            with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-                done = pool.map(_compile_in_worker, [texts[i] for i in cold], chunksize=4)
-                compiled = dict(zip(cold, done, strict=True))
-        finally:
-            _POOL_JOB = None
+    done = fork_map(
+        functools.partial(_compile_or_problems, renderer=renderer),
+        [cast(SpecText, texts[i]) for i in cold],
+        min_items=PARALLEL_FROM,
+    )
+    compiled: dict[int, CompiledSpec | Problems] = dict(zip(cold, done, strict=True))
     out: list[CompiledSpec | Problems] = []
     for i, t in enumerate(texts):
         if not isinstance(t, SpecText):

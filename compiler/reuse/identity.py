@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from compiler import yamlio
+from compiler.reuse import store
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 PLACEHOLDER = {"name": "\x00name\x00", "namespace": "\x00namespace\x00"}
@@ -149,6 +150,19 @@ def abstract(
     if kyverno:  # name limits: a longer name may be refused where a shorter one is not
         out.append(bytes(checker.limits))
     return out
+
+
+# A promtool test for ``abstract_digest``: its path, its texts (the test, then the rule files
+# it lists) and the documents some of them are known to read back as.
+TestJob = tuple[str, Sequence[bytes], Sequence[Sequence[Any] | None]]
+
+
+def abstract_digest(job: TestJob) -> str | None:
+    """``abstract`` of a promtool test as one digest (what a worker process sends back),
+    or None where it is not shown sound."""
+    rel, texts, parsed = job
+    out = abstract(rel, texts, parsed=parsed)
+    return None if out is None else store.key("abstract", *out)
 
 
 def replace(rel: str, body: bytes) -> bytes:

@@ -11,6 +11,7 @@ on its own, for its own messages. With ``STANDBYC_REUSE=off`` the plan is the wo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from compiler import tools
+from compiler.forkmap import fork_map
 from compiler.gate import kubeconform, kyverno
 from compiler.gate.files import read_documents, unreadable
 from compiler.gate.promtool import Outcome, RuleSource, merge
@@ -29,6 +31,10 @@ from compiler.gate.schemas import SchemaDir, normalize_version
 from compiler.reuse import identity, shapes, store, switch
 
 T = TypeVar("T")
+
+# From this many tests on, their abstractions are proven in worker processes (a proof
+# takes about 15 ms; starting the workers about 0.1 s).
+PARALLEL_FROM = 16
 
 _RULE_FILES = re.compile(r"^rule_files:\n((?:[ \t]*- .*\n)+)", re.MULTILINE)
 _POLICIES = re.compile(r"^policies:\n((?:[ \t]*- .*\n)+)", re.MULTILINE)
@@ -193,18 +199,34 @@ class GateMemo:
             return None
         return self._key("promtool-test-exact", self._tool("promtool"), *found[0], *found[1])
 
-    def test_key(self, rel: str) -> str | None:
-        """A promtool test's key with its spec's names abstracted, where that is sound."""
-        found = self._test_files(rel)
-        if found is None:
-            return None
-        listed, texts = found
-        parent = Path(rel).parent
-        rels = [rel, *((parent / item).as_posix() for item in listed)]
-        abstracted = identity.abstract(rel, texts, parsed=[self.parsed.get(r) for r in rels])
-        form = "abstract" if abstracted is not None else "exact"
-        return self._key("promtool-test", self._tool("promtool"), form, *listed,
-                         *(abstracted if abstracted is not None else texts))  # fmt: skip
+    def test_keys(self, rels: Sequence[str]) -> list[str | None]:
+        """Each promtool test's key with its spec's names abstracted, where that is sound
+        (else over its exact bytes). The proofs are independent and CPU-bound: with many
+        tests they run in worker processes (``compiler.forkmap``)."""
+        found = [self._test_files(rel) for rel in rels]
+        jobs: list[identity.TestJob] = []
+        for rel, f in zip(rels, found, strict=True):
+            if f is not None:
+                parent = Path(rel).parent
+                names = [rel, *((parent / item).as_posix() for item in f[0])]
+                jobs.append((rel, f[1], [self.parsed.get(r) for r in names]))
+        digests = iter(fork_map(identity.abstract_digest, jobs, min_items=PARALLEL_FROM))
+        keys: list[str | None] = []
+        for f in found:
+            if f is None:
+                keys.append(None)
+            elif (d := next(digests)) is not None:
+                keys.append(
+                    self._key("promtool-test", self._tool("promtool"), "abstract", *f[0], d)
+                )
+            else:
+                keys.append(
+                    self._key("promtool-test", self._tool("promtool"), "exact", *f[0], *f[1])
+                )
+        return keys
+
+    def _kube_keys(self, version: str, manifests: Sequence[str]) -> list[str | None]:
+        return [self.kube_key(version, m) for m in manifests]
 
     def rules_key(self, groups: list[Any]) -> str:
         text = json.dumps(groups, sort_keys=True, default=str)
@@ -295,30 +317,33 @@ class GateMemo:
     def split(
         self,
         items: Sequence[T],
-        key: Callable[[T], str | None],
+        keys: Callable[[Sequence[T]], list[str | None]],
         *,
         share: bool = False,
         exact: Callable[[T], str | None] | None = None,
     ) -> Split[T]:
-        """``items`` into remembered passes and what to run; ``share``: of items with the
-        same key, only the first runs (``Split.shared``); ``exact``: a cheaper key looked
-        up first (a pass is remembered under both)."""
+        """``items`` into remembered passes and what to run, by ``keys`` (one per item);
+        ``share``: of items with the same key, only the first runs (``Split.shared``);
+        ``exact``: a cheaper key looked up first (a pass is remembered under both; the
+        items it finds are not given to ``keys``)."""
         out: Split[T] = Split(list(items))
         if not self.on:
             out.keys = out.exact = [None] * len(out.items)
             out.todo = list(items)
             return out
+        out.exact = [exact(item) if exact is not None else None for item in items]
+        for i, e in enumerate(out.exact):
+            if (hit := self.passed(e)) is not None:
+                out.hits[i] = hit
+        rest = [i for i in range(len(items)) if i not in out.hits]
+        found = dict(zip(rest, keys([items[i] for i in rest]), strict=True))
         first: dict[str, int] = {}
         for i, item in enumerate(items):
-            e = exact(item) if exact is not None else None
-            out.exact.append(e)
-            hit = self.passed(e)
-            if hit is not None:
-                out.keys.append(None)
-                out.hits[i] = hit
+            e = out.exact[i]
+            out.keys.append(found.get(i))
+            if i in out.hits:
                 continue
-            k = key(item)
-            out.keys.append(k)
+            k = found[i]
             hit = self.passed(k)
             if hit is not None:
                 out.hits[i] = hit
@@ -392,13 +417,15 @@ class GateMemo:
         self._kube = {
             v: self.split(
                 [m for m in ms if (m, v) not in self._owned],
-                lambda m, v=v: self.kube_key(v, m),  # type: ignore[misc]
+                functools.partial(self._kube_keys, v),
             )
             for v, ms in work.kube.items()
         }
-        self._tests = self.split(work.tests, self.test_key, share=True, exact=self.test_exact_key)
-        self._policies = self.split(work.policies, self.policy_key, share=True)
-        self._rules = self.split(work.rules, lambda src: self.rules_key(src.groups))
+        self._tests = self.split(work.tests, self.test_keys, share=True, exact=self.test_exact_key)
+        self._policies = self.split(
+            work.policies, lambda ds: [self.policy_key(d) for d in ds], share=True
+        )
+        self._rules = self.split(work.rules, lambda srcs: [self.rules_key(s.groups) for s in srcs])
         self._ran: Ran | None = None
         self._again: set[tuple[str, str]] = set()
         self._pending = Work(

@@ -1,0 +1,24 @@
+"""fork_map gives what the plain loop gives, in order, in worker processes or not."""
+
+from __future__ import annotations
+
+import os
+
+from compiler.forkmap import fork_map
+
+
+def _square_and_pid(x: int) -> tuple[int, int]:
+    return x * x, os.getpid()
+
+
+def test_forked_results_are_the_loops_in_order() -> None:
+    items = list(range(40))
+    got = fork_map(_square_and_pid, items, min_items=8, chunksize=3)
+    assert [v for v, _ in got] == [x * x for x in items]
+    if (os.cpu_count() or 1) >= 2:
+        assert {pid for _, pid in got} - {os.getpid()}, "expected worker processes"
+
+
+def test_few_items_run_here() -> None:
+    got = fork_map(_square_and_pid, [1, 2, 3], min_items=8)
+    assert got == [(1, os.getpid()), (4, os.getpid()), (9, os.getpid())]
