@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from compiler.commands.weights import EXIT_CODES, exit_code
 from compiler.errors import EXIT_NOT_LOADED, EXIT_UNREACHABLE, UsageError
 from compiler.output import Message, emit
 from compiler.units import parse_bandwidth, parse_size
@@ -137,7 +138,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         listed = "\n  ".join(problems[:20])
         return emit(
             Message(doc, "", f"{args.path} does not match {args.manifest}:\n  {listed}",
-                    VerifyFailed.exit_code),
+                    EXIT_CODES[VerifyFailed]),
             args.format,
         )  # fmt: skip
     _emit(args, doc, f"{args.path}: OK, digest {got.digest}")
@@ -295,7 +296,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     doc = result.to_json() | {"ok": error is None, "held_generation": held}
     if error is not None:
         doc["error"] = str(error)
-        return emit(Message(doc, "", str(error), error.exit_code), args.format)
+        return emit(Message(doc, "", str(error), exit_code(error)), args.format)
     if result.reload is not None and result.reload.failed:
         doc["ok"] = False
         doc["error"] = f"generation {args.generation} is on disk, but not every engine loaded it"

@@ -1,14 +1,12 @@
-"""Errors of the weight delta library (all exit 2: the input is bad)."""
+"""The weight library's errors. They say what went wrong; what exit code each kind means
+is the CLI's to say (``compiler.commands.weights.EXIT_CODES``): the library is also
+called from Python, where an exit code means nothing."""
 
 from __future__ import annotations
 
-from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, StandbycError
 
-
-class WeightsError(StandbycError):
-    """A checkpoint, manifest or delta is malformed or does not match."""
-
-    exit_code = EXIT_BAD_INPUT
+class WeightsError(Exception):
+    """The root: a checkpoint, manifest, delta or store is malformed or does not match."""
 
 
 class SafetensorsError(WeightsError):
@@ -24,6 +22,4 @@ class NoSpace(DeltaError):
 
 
 class VerifyFailed(WeightsError):
-    """A checkpoint does not match its manifest (``verify`` says no: exit 1)."""
-
-    exit_code = EXIT_FAILED
+    """A checkpoint does not match its manifest."""

@@ -1,60 +1,41 @@
-"""Errors of weight sync, and the exit codes the Job's outcome is read from."""
+"""Errors of weight sync (their exit codes: ``compiler.commands.weights.EXIT_CODES``)."""
 
 from __future__ import annotations
 
-from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE
 from compiler.weights.errors import WeightsError
 
 
 class StoreError(WeightsError):
-    """The store or its index is malformed, or lacks what was asked for (exit 2)."""
-
-    exit_code = EXIT_BAD_INPUT
+    """The store or its index is malformed, or lacks what was asked for."""
 
 
 class SourceUnreachable(WeightsError):
-    """The store did not answer, or kept failing, after every retry (exit 4)."""
-
-    exit_code = EXIT_UNREACHABLE
+    """The store did not answer, or kept failing, after every retry."""
 
 
 class DownloadCorrupt(WeightsError):
-    """A downloaded file does not match the index (exit 1: the old weights are kept)."""
-
-    exit_code = EXIT_FAILED
+    """A downloaded file does not match the index: the old weights are kept."""
 
 
 class SyncBusy(WeightsError):
-    """Another sync holds the target's lock (exit 2)."""
-
-    exit_code = EXIT_BAD_INPUT
+    """Another sync holds the target's lock."""
 
 
 class ApplyFailed(WeightsError):
-    """The downloaded files did not rebuild the target (exit 1: the old weights are kept)."""
-
-    exit_code = EXIT_FAILED
+    """The downloaded files did not rebuild the target: the old weights are kept."""
 
 
 class SyncTimeout(WeightsError):
-    """The sync's budget (--deadline) ran out before the store gave what it needs (exit 4)."""
-
-    exit_code = EXIT_UNREACHABLE
+    """The sync's budget (--deadline) ran out before the store gave what it needs."""
 
 
 class StoreIncomplete(WeightsError):
-    """The store lacks a file its index lists, after the index was read again (exit 4)."""
-
-    exit_code = EXIT_UNREACHABLE
+    """The store lacks a file its index lists, after the index was read again."""
 
 
 class DiskFull(WeightsError):
-    """No space left where standbyc writes; its temporary files are removed (exit 2)."""
-
-    exit_code = EXIT_BAD_INPUT
+    """No space left where standbyc writes; its temporary files are removed."""
 
 
 class NoPermission(WeightsError):
-    """The Job cannot write where it keeps the weights (exit 2): who must own what."""
-
-    exit_code = EXIT_BAD_INPUT
+    """The Job cannot write where it keeps the weights: who must own what."""

@@ -1,0 +1,45 @@
+"""The weight library raises errors without exit codes; the CLI's table maps every one."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import compiler.weights
+from compiler.commands.weights import EXIT_CODES, exit_code
+from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, StandbycError
+from compiler.weights.errors import DeltaError, VerifyFailed, WeightsError
+from compiler.weights.sync.errors import ApplyFailed, SourceUnreachable, StoreError
+
+
+def _subclasses(cls: type) -> set[type]:
+    out = set(cls.__subclasses__())
+    for sub in list(out):
+        out |= _subclasses(sub)
+    return out
+
+
+def test_the_library_carries_no_exit_codes() -> None:
+    for info in pkgutil.walk_packages(compiler.weights.__path__, "compiler.weights."):
+        if info.name != "compiler.weights.testing":
+            importlib.import_module(info.name)
+    errors = _subclasses(WeightsError) | {WeightsError}
+    assert len(errors) >= 10
+    for cls in errors:
+        assert not issubclass(cls, StandbycError), cls
+        assert "exit_code" not in vars(cls), cls
+        assert exit_code(cls("x")) in {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE}, cls
+
+
+def test_the_nearest_row_wins() -> None:
+    assert exit_code(StoreError("x")) == EXIT_BAD_INPUT
+    assert exit_code(DeltaError("x")) == EXIT_BAD_INPUT
+    assert exit_code(VerifyFailed("x")) == EXIT_FAILED
+    assert exit_code(ApplyFailed("x")) == EXIT_FAILED
+    assert exit_code(SourceUnreachable("x")) == EXIT_UNREACHABLE
+
+    class Later(SourceUnreachable):
+        pass
+
+    assert exit_code(Later("x")) == EXIT_UNREACHABLE
+    assert set(EXIT_CODES.values()) == {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE}
