@@ -58,3 +58,20 @@ class NoPermission(WeightsError):
     """The Job cannot write where it keeps the weights (exit 2): who must own what."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class StoreDenied(WeightsError):
+    """The object store refused the credentials, or none could be had (exit 2): which
+    credentials were used, and what the store answered."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+EXIT_LOST_RACE = 6  # publish: another publisher replaced the index first
+
+
+class PublishRaced(WeightsError):
+    """Another publisher wrote the store's index, or the same generation's files, first
+    (exit 6): nothing of this run is named by the index; publish again on top of it."""
+
+    exit_code = EXIT_LOST_RACE
