@@ -211,6 +211,14 @@ def cmd_publish(args: argparse.Namespace) -> int:
             line += "; a new store (there was no index)"
         if stats.pruned:
             line += f"; pruned {len(stats.pruned)} files"
+        if writer is not None:
+            up = writer.stats
+            line += (
+                f"; uploaded {up.objects} object(s), {up.bytes_sent} bytes"
+                + (f" ({up.resumed_bytes} bytes already sent by a stopped run)"
+                   if up.resumed_bytes else "")
+                + (f", {up.kept} already there" if up.kept else "")
+            )  # fmt: skip
     _emit(args, doc, line)
     return 0
 
