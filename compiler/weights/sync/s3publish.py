@@ -196,10 +196,14 @@ class S3Store:
         created: dict[str, str] = {}
         # Small files first, the anchors (the bulk) last.
         order = sorted(set(after) - set(before), key=lambda p: (p.startswith("anchors/"), p))
-        for rel in order:
-            etag = self._upload(store, after[rel])
-            if etag is not None:
-                created[rel] = etag
+        try:
+            for rel in order:
+                etag = self._upload(store, after[rel])
+                if etag is not None:
+                    created[rel] = etag
+        except PublishRaced:
+            self._undo(created)
+            raise
         self._put_index(store, data, created)
         gone = sorted(set(before) - set(after))
         for start in range(0, len(gone), 1000):
