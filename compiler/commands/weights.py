@@ -102,7 +102,11 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "anchor, and each other file whose content the store lacks (with a byte patch from "
         "the previous version where smaller) into STORE, then its index (last, "
         "atomically); prune what the index no longer needs. Any static HTTP server or "
-        "object store can serve STORE as it is.",
+        "object store can serve STORE as it is. With STORE s3://BUCKET/PREFIX the same "
+        "goes straight to the bucket (the index last, with a conditional write). Exit "
+        "codes: 0 published (or already); 2 bad input, or credentials the bucket refused; "
+        "3 internal error; 4 the bucket did not answer; 6 another publisher wrote the "
+        "index first (publish again).",
     )
     pub.add_argument(
         "path",
@@ -169,7 +173,7 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         default="64MiB",
         metavar="SIZE",
         help="files larger than this are uploaded in parts of this size, resumable (default "
-        "64MiB; 5MiB to 5GiB)",
+        "64MiB; 5MiB to 512MiB, a part is held in memory)",
     )
     o.add_argument("--rate-limit", metavar="BANDWIDTH", help="of the uploads, for example 10Gbit/s")
     add_format_option(pub)
