@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -17,9 +18,11 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 from botocore.config import Config
 
 from compiler import tools
+from tests.conftest import REPO
 from tests.sync.conftest import (
     STANDBYC,
     free_port,
@@ -358,3 +361,88 @@ def test_publish_killed_mid_upload_leaves_the_index_valid_and_a_rerun_resumes(
     code, doc, err = _run(with_arg(cmd, "--generation", "42"), s3.env())
     assert code == 0, err
     assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[2])
+
+
+def _as_the_pod_runs(
+    job: Path, s3: S3, weights: Path, secrets: dict[str, dict[str, str]], tmp_path: Path
+) -> tuple[list[str], dict[str, str]]:
+    """A golden Job's command and env as its pod would have them: env values and Secret
+    keys resolved, a mounted Secret's files at a local directory, the endpoint, target and
+    Pushgateway pointed here."""
+    pod = yaml.safe_load(job.read_text())["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    mounts = {}
+    for volume in pod["volumes"]:
+        if "secret" in volume:
+            where = tmp_path / "mounted" / volume["name"]
+            where.mkdir(parents=True)
+            for key, value in secrets[volume["secret"]["secretName"]].items():
+                (where / key).write_text(value)
+            mounts[volume["name"]] = where
+    paths = {m["mountPath"]: mounts[m["name"]] for m in container["volumeMounts"]
+             if m["name"] in mounts}  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    for var in container.get("env", []):
+        if "value" in var:
+            value = var["value"]
+            for mount, local in paths.items():
+                value = value.replace(mount, str(local))
+            env[var["name"]] = value
+        else:
+            ref = var["valueFrom"]["secretKeyRef"]
+            found = secrets[ref["name"]].get(ref["key"])
+            assert found is not None or ref.get("optional"), ref
+            if found is not None:
+                env[var["name"]] = found
+    argv = [str(STANDBYC)]
+    args = iter(container["args"])
+    for arg in args:
+        argv.append(arg)
+        if arg == "--endpoint-url":
+            next(args)
+            argv.append(s3.endpoint)
+        elif arg == "--target":
+            argv.append(str(weights / next(args).removeprefix("/weights/")))
+        elif arg == "--pushgateway":
+            next(args)
+            argv.append(f"http://127.0.0.1:{free_port()}")
+    env.setdefault("AWS_ENDPOINT_URL", s3.endpoint)  # AWS's own endpoint, in a test
+    return argv, env
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        ("s3-keys", "weights",
+         {"weights-reader": {"AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK"}}),
+        ("s3-profile", "team-weights",
+         {"aws-profiles": {"credentials": "[weight-reader]\naws_access_key_id = AK\n"
+                                          "aws_secret_access_key = SK\n"}}),
+    ],
+)  # fmt: skip
+def test_the_compiled_jobs_credentials_open_a_private_bucket(
+    s3: S3, generations: dict[int, Path], tmp_path: Path, job: tuple[str, str, Any]
+) -> None:
+    """The golden Job of each credential kind, run as its pod would run it."""
+    case, bucket, secrets = job
+    if bucket != BUCKET:
+        s3.client.create_bucket(Bucket=bucket)
+    code, _, err = _run(
+        [str(STANDBYC), "weights", "publish", str(generations[1]), "--to",
+         f"s3://{bucket}/mistral/", "--generation", "7", "--cache", str(tmp_path / "cache")],
+        s3.env(),
+    )  # fmt: skip
+    assert code == 0, err
+    path = REPO / "tests/cases" / case / "expected/serving/bucket/job-bucket-weight-sync-hot.yaml"
+    weights = tmp_path / "weights"
+    argv, env = _as_the_pod_runs(path, s3, weights, secrets, tmp_path)
+    code, doc, err = _run(argv, env)
+    assert code == 0, err
+    assert sha256(weights / "hot/mistral/model.safetensors") == sha256(generations[1])
+    wrong = {name: {k: v.replace("SK", "nope") for k, v in keys.items()}
+             for name, keys in secrets.items()}  # fmt: skip
+    shutil.rmtree(tmp_path / "mounted", ignore_errors=True)
+    argv, env = _as_the_pod_runs(path, s3, tmp_path / "other", wrong, tmp_path)
+    code, doc, _ = _run(argv, env)
+    assert code == 2, doc
+    assert "SignatureDoesNotMatch" in doc["error"]
