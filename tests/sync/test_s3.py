@@ -446,3 +446,23 @@ def test_the_compiled_jobs_credentials_open_a_private_bucket(
     code, doc, _ = _run(argv, env)
     assert code == 2, doc
     assert "SignatureDoesNotMatch" in doc["error"]
+
+
+def test_a_publisher_that_finds_its_generations_files_taken_exits_6_and_removes_its_own(
+    s3: S3, generations: dict[int, Path], tmp_path: Path
+) -> None:
+    """Another publisher of the same generation wrote its delta first (other content):
+    this one stops before the index, and removes what it had created."""
+    cache = tmp_path / "cache"
+    assert _publish_s3(s3, generations[1], 41, cache)[0] == 0
+    before = s3.listed()
+    s3.client.put_object(Bucket=BUCKET, Key="m/manifests/42.json", Body=b"{}",
+                         Metadata={"sha256": "0" * 64})  # fmt: skip
+    code, doc, _ = _publish_s3(s3, generations[2], 42, cache)
+    assert code == 6, doc
+    assert doc["error"].startswith(
+        f"s3://{BUCKET}/m/manifests/42.json: already there with other content, and not named "
+        "by the index: another publish of this generation is running, or one stopped"
+    ), doc["error"]
+    assert s3.listed() == sorted([*before, "m/manifests/42.json"])
+    assert [g["generation"] for g in s3.index()["generations"]] == [41]
