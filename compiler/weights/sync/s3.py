@@ -91,9 +91,11 @@ class S3Access:
 
     def refused(self, status: int, body: bytes) -> StoreDenied | None:
         """The error for an answer that is the credentials' or the bucket's fault: a 401
-        or 403, or a 404 that is not a missing key (NoSuchBucket; versitygw answers an
-        unknown access key with 404 XAdminUserNotFound)."""
-        if status in (401, 403) or (status == 404 and _tag(body, "Code") not in ("", "NoSuchKey")):
+        or 403; a 301 or 400 (a bucket in another region: PermanentRedirect,
+        AuthorizationHeaderMalformed); a 404 that is not a missing key (NoSuchBucket;
+        versitygw answers an unknown access key with 404 XAdminUserNotFound)."""
+        code = _tag(body, "Code")
+        if status in (401, 403) or (status in (301, 400, 404) and code not in ("", "NoSuchKey")):
             return self.denied(status, body)
         return None
 
@@ -109,7 +111,10 @@ class S3Access:
             )
         else:
             how = f"with the credentials from {self.method}"
-        return StoreDenied(f"{self.url}: the store refused the request {how} ({said})")
+        hint = ""
+        if code in ("PermanentRedirect", "AuthorizationHeaderMalformed"):
+            hint = f"; the bucket is not in {self.region}: set AWS_REGION to its region"
+        return StoreDenied(f"{self.url}: the store refused the request {how} ({said}){hint}")
 
 
 def _tag(body: bytes, name: str) -> str:
