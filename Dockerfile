@@ -29,6 +29,9 @@ COPY --from=cmp-build /src/.cache/schemas/ /opt/standbyc/schemas/
 USER 999:999
 WORKDIR /tmp
 
+# botocore (with jmespath, python-dateutil, urllib3; about 35 MB installed) signs the
+# requests to a private s3:// store with the credentials of the environment, a profile or
+# IRSA's web identity; the downloads stay standbyc's own (docs/weight-sync.md).
 FROM docker.io/library/python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
@@ -36,7 +39,7 @@ COPY compiler ./compiler
 COPY templates ./templates
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && pip wheel --wheel-dir /wheels --constraint constraints.txt \
-      numpy zstandard xxhash rich prometheus-client
+      numpy zstandard xxhash rich prometheus-client botocore
 
 # The default target (the last stage): the weight-sync Jobs' image.
 FROM docker.io/library/python:3.11-slim AS sync

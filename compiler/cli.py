@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok; 1 out/ is stale (check), validation failed, or (--strict) a "
         "failover objective was missed; 2 bad input or usage (a "
         "full disk included); 3 a bug in standbyc; 4 (weights sync) the store did not answer; "
-        "5 (weights sync) on disk, but not every engine loaded it.",
+        "5 (weights sync) on disk, but not every engine loaded it; 6 (weights publish) another "
+        "publisher wrote the store's index first.",
     )
     parser.add_argument("--version", action="version", version=f"standbyc {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for every error")

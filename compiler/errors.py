@@ -16,6 +16,7 @@ EXIT_BAD_INPUT = 2  # bad input or usage
 EXIT_INTERNAL = 3  # a bug in standbyc
 EXIT_UNREACHABLE = 4  # weights sync: the store did not answer after every retry
 EXIT_NOT_LOADED = 5  # weights sync: on disk, but some engine pods did not load it
+EXIT_LOST_RACE = 6  # weights publish: another publisher wrote the store's index first
 
 
 @dataclass(frozen=True)

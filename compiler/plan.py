@@ -24,6 +24,7 @@ from compiler.spec import (
     Resources,
     ScheduleTrigger,
     StandbySpec,
+    StoreCredentials,
     cron_longest_gap,
 )
 
@@ -97,6 +98,9 @@ class StorePlan:
     port: int
     name: str  # the in-cluster store's Deployment and Service
     pod_labels: dict[str, str]
+    endpoint: str | None = None  # s3://: an S3-compatible server
+    region: str | None = None  # s3://: the bucket's region
+    credentials: StoreCredentials | None = None  # s3://: how the Job gets them
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,25 @@ class Plan:
             "requires": self.requirements(),
         }
 
+    def _store_credentials(self, creds: StoreCredentials) -> str:
+        account = f"{self.namespace}/{self.names.weight_sync_account}"
+        if creds.type == "irsa":
+            return (
+                f"IAM role {creds.role_arn}, allowed s3:GetObject on the store, whose trust "
+                "policy lets the cluster's OIDC provider assume it for system:serviceaccount:"
+                f"{account.replace('/', ':')} (audience sts.amazonaws.com); the weight-sync "
+                f"ServiceAccount {account} carries it (eks.amazonaws.com/role-arn)"
+            )
+        if creds.type == "secret":
+            return (
+                f"Secret {self.namespace}/{creds.secret_name} with AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN optional): keys that may read the store"
+            )
+        return (
+            f"Secret {self.namespace}/{creds.secret_name} with an AWS shared credentials file "
+            f"under the key credentials (config optional) holding profile {creds.profile}"
+        )
+
     def reload_ingress_rule(self, ports: list[int]) -> str:
         """The rule as one line of JSON (valid YAML), for the requires list and PLAN.md."""
         return json.dumps(reload_ingress_rule(self.sync.pod_labels, ports), sort_keys=True)
@@ -260,6 +283,8 @@ class Plan:
             )
         else:
             out.append(f"a store served at {sync.store.url} (standbyc weights publish output)")
+        if sync.store.credentials is not None:
+            out.append(self._store_credentials(sync.store.credentials))
         if sync.pushgateway:
             out.append(
                 f"a Pushgateway at {sync.pushgateway}, scraped by Prometheus with "
@@ -354,6 +379,9 @@ def _store(spec: StandbySpec, n: Names) -> StorePlan:
         port=STORE_PORT,
         name=server,
         pod_labels={names.STORE_LABEL: name},
+        endpoint=st.endpoint,
+        region=st.region,
+        credentials=st.credentials,
     )
 
 

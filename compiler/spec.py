@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -38,6 +39,9 @@ _DNS1123_SUBDOMAIN = re.compile(
 )
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _URL = re.compile(r"^https?://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
+_STORE_URL = re.compile(r"^(https?://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+|s3://[a-z0-9./_-]+)$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+){1,4}$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 _CRON = re.compile(
     r"^(@(hourly|daily|weekly|monthly|yearly|annually|midnight)"
@@ -202,6 +206,28 @@ def _http_url(value: str) -> str:
 Url = Annotated[
     str, _pattern(_URL, "http(s) URL"), AfterValidator(_http_url), _schema(_URL.pattern)
 ]
+
+
+def _store_url(value: str) -> str:
+    if urls.is_s3(value):
+        urls.S3Url.parse(value)  # the publisher's and the Job's own check
+    else:
+        urls.http_url(value)
+    return value
+
+
+StoreUrl = Annotated[
+    str,
+    _pattern(_STORE_URL, "store URL (http(s):// or s3://bucket/prefix)"),
+    AfterValidator(_store_url),
+    _schema(_STORE_URL.pattern),
+]
+RoleArn = Annotated[
+    str, _pattern(_ROLE_ARN, "IAM role ARN (arn:aws:iam::<account>:role/<name>)"),
+    _schema(_ROLE_ARN.pattern),
+]  # fmt: skip
+Region = Annotated[str, _pattern(_REGION, "AWS region (for example eu-west-1)"),
+                   _schema(_REGION.pattern)]  # fmt: skip
 Quantity = Annotated[
     str,
     _pattern(_QUANTITY, "Kubernetes quantity (for example 500m, 2Gi)"),
@@ -513,12 +539,56 @@ STORE_IMAGE = "docker.io/nginxinc/nginx-unprivileged:1.27-alpine"
 SYNC_IMAGE = "standbyc:0.1.0"  # what the repository's Dockerfile builds (make image)
 
 
+class IrsaCredentials(Model):
+    type: Literal["irsa"]
+    role_arn: RoleArn = Field(
+        description="the IAM role the weight-sync ServiceAccount assumes (EKS IRSA: the "
+        "ServiceAccount is annotated eks.amazonaws.com/role-arn; the pod identity webhook "
+        "gives the pod a web identity token, which the Job exchanges with STS)"
+    )
+
+
+class SecretCredentials(Model):
+    type: Literal["secret"]
+    secret_name: Name = Field(
+        description="a Secret in the namespace with AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (and, optionally, AWS_SESSION_TOKEN), passed as env"
+    )
+
+
+class ProfileCredentials(Model):
+    type: Literal["profile"]
+    secret_name: Name = Field(
+        description="a Secret in the namespace holding an AWS shared credentials file under "
+        "the key `credentials` (and, optionally, a config file under `config`), mounted "
+        "read-only"
+    )
+    profile: Annotated[str, _pattern(_LABEL_NAME, "profile name")] = Field(
+        "default", description="the profile of that file to use"
+    )
+
+
+StoreCredentials = Annotated[
+    IrsaCredentials | SecretCredentials | ProfileCredentials, Field(discriminator="type")
+]
+
+
 class WeightStore(Model):
-    url: Url | None = Field(
+    url: StoreUrl | None = Field(
         None,
         description="an external store: the base URL under which any static HTTP(S) server "
-        "or object store serves what `standbyc weights publish` wrote. Default: the "
+        "or object store serves what `standbyc weights publish` wrote, or s3://bucket/prefix "
+        "for a private bucket (requests signed with `credentials`). Default: the "
         "in-cluster store standbyc emits (http://<name>-weight-store.<namespace>.svc:8080/)",
+    )
+    endpoint: Url | None = Field(
+        None, description="s3:// store: an S3-compatible server (default: AWS's own)"
+    )
+    region: Region | None = Field(None, description="s3:// store: the bucket's region")
+    credentials: StoreCredentials | None = Field(
+        None,
+        description="s3:// store: how the Job gets credentials (irsa, a Secret of keys, or a "
+        "profile file from a Secret); none: whatever the node provides (instance role)",
     )
     claim_name: Name | None = Field(
         None,
@@ -526,6 +596,14 @@ class WeightStore(Model):
         "store into and the store server reads; default <name>-weight-store",
     )
     image: Image = Field(STORE_IMAGE, description="in-cluster store: a static file server")
+
+    @model_validator(mode="after")
+    def _s3_fields(self) -> WeightStore:
+        if not (self.url and urls.is_s3(self.url)):
+            for name in ("endpoint", "region", "credentials"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: only for an s3:// url")
+        return self
 
 
 class WeightReport(Model):

@@ -113,6 +113,15 @@ EXPECTED = {
     ),
     "control-character": "7:16: YAML error: control characters are not allowed (#x007f)",
     "bad-cron": "9:17: spec.weightSync.trigger.schedule: '61' is not a minute (0-59)",
+    "s3-bad-role-arn": (
+        "11:18: spec.weightSync.store.credentials.roleArn: 'arn:aws:iam::1234:role/weight-sync' "
+        "is not a valid IAM role ARN (arn:aws:iam::<account>:role/<name>)"
+    ),
+    "s3-bad-bucket": (
+        "8:12: spec.weightSync.store.url: 's3://weights/engine/../x': the key prefix may hold "
+        "only letters, digits, '.', '_', '-' and '/' (no empty, '.' or '..' parts)"
+    ),
+    "s3-credentials-for-http": "8:7: spec.weightSync.store: credentials: only for an s3:// url",
     "not-a-mapping": (
         "1:1: expected a mapping with apiVersion, kind, metadata and spec, got a list"
     ),

@@ -7,9 +7,17 @@ import pkgutil
 
 import compiler.weights
 from compiler.commands.weights import EXIT_CODES, exit_code
-from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, StandbycError
+from compiler.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_LOST_RACE,
+    EXIT_UNREACHABLE,
+    StandbycError,
+)
 from compiler.weights.errors import DeltaError, VerifyFailed, WeightsError
-from compiler.weights.sync.errors import ApplyFailed, SourceUnreachable, StoreError
+from compiler.weights.sync.errors import ApplyFailed, PublishRaced, SourceUnreachable, StoreError
+
+CODES = {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_LOST_RACE}
 
 
 def _subclasses(cls: type) -> set[type]:
@@ -28,7 +36,7 @@ def test_the_library_carries_no_exit_codes() -> None:
     for cls in errors:
         assert not issubclass(cls, StandbycError), cls
         assert "exit_code" not in vars(cls), cls
-        assert exit_code(cls("x")) in {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE}, cls
+        assert exit_code(cls("x")) in CODES, cls
 
 
 def test_the_nearest_row_wins() -> None:
@@ -37,9 +45,10 @@ def test_the_nearest_row_wins() -> None:
     assert exit_code(VerifyFailed("x")) == EXIT_FAILED
     assert exit_code(ApplyFailed("x")) == EXIT_FAILED
     assert exit_code(SourceUnreachable("x")) == EXIT_UNREACHABLE
+    assert exit_code(PublishRaced("x")) == EXIT_LOST_RACE
 
     class Later(SourceUnreachable):
         pass
 
     assert exit_code(Later("x")) == EXIT_UNREACHABLE
-    assert set(EXIT_CODES.values()) == {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE}
+    assert set(EXIT_CODES.values()) == CODES

@@ -11,7 +11,13 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, StandbycError
+from compiler.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_LOST_RACE,
+    EXIT_UNREACHABLE,
+    StandbycError,
+)
 from compiler.output import add_format_option
 from compiler.weights import DEFAULT_CHUNK, DEFAULT_EXCLUDES, RELOAD_APIS
 from compiler.weights import errors as lib
@@ -28,6 +34,7 @@ EXIT_CODES: dict[type[lib.WeightsError], int] = {
     sync.SourceUnreachable: EXIT_UNREACHABLE,
     sync.SyncTimeout: EXIT_UNREACHABLE,
     sync.StoreIncomplete: EXIT_UNREACHABLE,
+    sync.PublishRaced: EXIT_LOST_RACE,  # publish: another publisher wrote the index first
 }
 
 
@@ -135,7 +142,11 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "anchor, and each other file whose content the store lacks (with a byte patch from "
         "the previous version where smaller) into STORE, then its index (last, "
         "atomically); prune what the index no longer needs. Any static HTTP server or "
-        "object store can serve STORE as it is.",
+        "object store can serve STORE as it is. With STORE s3://BUCKET/PREFIX the same "
+        "goes straight to the bucket (the index last, with a conditional write). Exit "
+        "codes: 0 published (or already); 2 bad input, or credentials the bucket refused; "
+        "3 internal error; 4 the bucket did not answer; 6 another publisher wrote the "
+        "index first (publish again).",
     )
     pub.add_argument(
         "path",
@@ -143,7 +154,13 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="DIR",
         help="the model directory (or one .safetensors file: a directory of that file)",
     )
-    pub.add_argument("--to", type=Path, required=True, metavar="STORE", help="store directory")
+    pub.add_argument(
+        "--to",
+        required=True,
+        metavar="STORE",
+        help="a store directory, or s3://BUCKET/PREFIX (data first, the index last with a "
+        "conditional write)",
+    )
     pub.add_argument(
         "--generation", type=int, required=True, metavar="G", help="its generation number"
     )
@@ -176,6 +193,29 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="SIZE",
         help="refuse a file other than the safetensors weights larger than this (default 4GiB)",
     )
+    o = pub.add_argument_group("an s3:// store")
+    _s3_options(o)
+    o.add_argument(
+        "--cache",
+        type=Path,
+        metavar="DIR",
+        help="where the latest generation's weights are kept for the next delta, and "
+        "uploads are resumed from (default ~/.cache/standbyc/publish/BUCKET/PREFIX)",
+    )
+    o.add_argument(
+        "--fetch-base",
+        action="store_true",
+        help="when the cache lacks the latest generation's weights, download them to make "
+        "the delta (an XOR delta, often far smaller); default: a delta against its manifest",
+    )
+    o.add_argument(
+        "--part-size",
+        default="64MiB",
+        metavar="SIZE",
+        help="files larger than this are uploaded in parts of this size, resumable (default "
+        "64MiB; 5MiB to 512MiB, a part is held in memory)",
+    )
+    o.add_argument("--rate-limit", metavar="BANDWIDTH", help="of the uploads, for example 10Gbit/s")
     add_format_option(pub)
     pub.set_defaults(func=_lazy("cmd_publish"))
 
@@ -184,9 +224,9 @@ SYNC_EXITS = (
     "Exit codes: 0 updated or already current (and every engine asked loaded it); 1 a "
     "download or the result did not verify (the old directory is kept); 2 bad input "
     "(arguments, index, a generation not published, another sync of the target still "
-    "running after --lock-wait); 3 internal error; 4 the store did not answer after every "
-    "retry; 5 the new generation is on disk, but some engine pods did not load it (named "
-    "in the output; a rerun asks them again)."
+    "running after --lock-wait, credentials an s3:// store refused); 3 internal error; 4 "
+    "the store did not answer after every retry; 5 the new generation is on disk, but some "
+    "engine pods did not load it (named in the output; a rerun asks them again)."
 )
 
 
@@ -198,7 +238,14 @@ def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "the target, swap it in atomically, then ask the tier's engines to load it (with "
         "--reload). " + SYNC_EXITS,
     )
-    s.add_argument("--source", required=True, metavar="URL", help="the store's base URL")
+    s.add_argument(
+        "--source",
+        required=True,
+        metavar="URL",
+        help="the store's base URL: http(s)://..., or s3://BUCKET/PREFIX (signed with the "
+        "AWS credentials of the environment, a profile or a web identity)",
+    )
+    _s3_options(s)
     s.add_argument(
         "--generation", type=int, required=True, metavar="G", help="the generation to hold"
     )
@@ -281,6 +328,16 @@ def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_format_option(s)
     s.set_defaults(func=_lazy("cmd_sync"))
+
+
+def _s3_options(p: argparse._ActionsContainer) -> None:
+    p.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        help="an S3-compatible server (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, "
+        "else AWS's own)",
+    )
+    p.add_argument("--profile", metavar="NAME", help="the AWS profile (default: AWS_PROFILE)")
 
 
 def _report_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

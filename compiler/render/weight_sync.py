@@ -18,6 +18,7 @@ from typing import Any
 from compiler import names, units
 from compiler.plan import Plan, TierPlan
 from compiler.render.base import Emitted, Renderer, filename
+from compiler.spec import IrsaCredentials, ProfileCredentials, SecretCredentials
 
 MIN_RATE_SHARE = 4  # a request's floor: the tier's weight-sync rate / 4
 BUDGET_COPIES = 2  # the sync's budget: two full copies at the tier's rate ...
@@ -39,6 +40,7 @@ def job_args(plan: Plan, tier: TierPlan) -> list[str]:
         "sync",
         "--source",
         sync.store.url,
+        *(["--endpoint-url", sync.store.endpoint] if sync.store.endpoint else []),
         "--generation",
         str(plan.generation),
         "--target",
@@ -86,9 +88,49 @@ def pod_annotations(plan: Plan) -> dict[str, str]:
     return dict(NATIVE_SIDECAR) if plan.pool.istio.mode == "sidecar" else {}
 
 
+AWS_DIR = "/etc/standbyc/aws"  # where a profile's Secret is mounted
+IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"  # read by EKS's pod identity webhook
+SECRET_KEYS = (("AWS_ACCESS_KEY_ID", False), ("AWS_SECRET_ACCESS_KEY", False),
+               ("AWS_SESSION_TOKEN", True))  # fmt: skip
+
+
+def store_env(plan: Plan) -> tuple[list[dict[str, Any]], str | None]:
+    """The env that gives an s3:// store's credentials to the Job (botocore reads it), and
+    the Secret to mount at AWS_DIR for a profile. IRSA needs neither: the webhook adds the
+    role and the token file to every pod of the annotated ServiceAccount."""
+    store = plan.sync.store
+    env: list[dict[str, Any]] = []
+    if store.region is not None:
+        env.append({"name": "AWS_REGION", "value": store.region})
+    creds = store.credentials
+    if isinstance(creds, SecretCredentials):
+        for key, optional in SECRET_KEYS:
+            ref: dict[str, Any] = {"name": creds.secret_name, "key": key}
+            if optional:
+                ref["optional"] = True
+            env.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
+    if isinstance(creds, ProfileCredentials):
+        env += [
+            {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": f"{AWS_DIR}/credentials"},
+            {"name": "AWS_CONFIG_FILE", "value": f"{AWS_DIR}/config"},
+            {"name": "AWS_PROFILE", "value": creds.profile},
+        ]
+        return env, creds.secret_name
+    return env, None
+
+
+def account_annotations(plan: Plan) -> dict[str, str]:
+    creds = plan.sync.store.credentials
+    return {IRSA_ANNOTATION: creds.role_arn} if isinstance(creds, IrsaCredentials) else {}
+
+
 def _job_spec(plan: Plan, r: Renderer, tier: TierPlan) -> Any:
     sync = plan.sync
+    env, secret = store_env(plan)
     context = {
+        "env": env,
+        "aws_secret": secret,
+        "aws_dir": AWS_DIR,
         "backoff_limit": sync.backoff_limit,
         "active_deadline_seconds": sync.active_deadline_seconds,
         "ttl_seconds": sync.ttl_seconds,
@@ -116,7 +158,10 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
         Emitted(
             filename("ServiceAccount", account),
             r.render("serviceaccount.yaml.j2", {"name": account}, "ServiceAccount"),
-            annotations={names.GENERATION_ANNOTATION: str(plan.generation)},
+            annotations={
+                **account_annotations(plan),
+                names.GENERATION_ANNOTATION: str(plan.generation),
+            },
         )
     ]
     trigger = plan.sync.trigger

@@ -16,7 +16,7 @@ from compiler.commands.weights import EXIT_CODES, exit_code
 from compiler.errors import EXIT_NOT_LOADED, EXIT_UNREACHABLE, UsageError
 from compiler.output import Message, emit
 from compiler.units import parse_bandwidth, parse_size
-from compiler.urls import http_url
+from compiler.urls import http_url, is_s3
 from compiler.weights import DEFAULT_EXCLUDES, RELOAD_APIS
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
@@ -172,11 +172,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(f"--max-file-size: {exc}") from None
     excludes = [*([] if args.no_default_excludes else DEFAULT_EXCLUDES), *args.exclude]
+    store, writer = _store(args)
     total = 2 * _size(args.path)  # hash it, then diff against the last anchor
     with byte_progress("publish", total, args.format == "text") as prog:
         stats = publish(
             args.path,
-            args.to,
+            store,
             args.generation,
             anchor_every=args.anchor_every,
             keep=args.keep,
@@ -184,8 +185,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
             progress=prog,
             excludes=excludes,
             max_file_size=cap,
+            writer=writer,
         )
     doc = stats.to_json() | {"store": str(args.to)}
+    if writer is not None:
+        doc |= writer.stats.to_json() | {"cache": str(store)}
     if stats.already:
         line = f"{args.to}: generation {stats.generation} is already published"
     else:
@@ -201,11 +205,45 @@ def cmd_publish(args: argparse.Namespace) -> int:
             f"({stats.files_bytes} bytes), {unchanged} already stored, "
             f"{len(stats.files_patched)} with a patch ({stats.patch_bytes} bytes)"
         )
+        if stats.delta_base == "manifest":
+            delta += f" (against its manifest: {stats.delta_from}'s weights are not in {store})"
         line = f"{args.to}: published generation {stats.generation}; weights {delta}{files}"
+        if stats.new_store:
+            line += "; a new store (there was no index)"
         if stats.pruned:
             line += f"; pruned {len(stats.pruned)} files"
+        if writer is not None:
+            up = writer.stats
+            line += (
+                f"; uploaded {up.objects} object(s), {up.bytes_sent} bytes"
+                + (f" ({up.resumed_bytes} bytes already sent by a stopped run)"
+                   if up.resumed_bytes else "")
+                + (f", {up.kept} already there" if up.kept else "")
+            )  # fmt: skip
     _emit(args, doc, line)
     return 0
+
+
+def _store(args: argparse.Namespace) -> tuple[Path, Any]:
+    """The directory the publish writes, and for ``s3://`` the bucket's writer (the
+    directory is then its local cache)."""
+    if not is_s3(args.to):
+        for flag in ("endpoint_url", "profile", "cache", "rate_limit", "fetch_base"):
+            if getattr(args, flag) not in (None, False):
+                raise UsageError(f"--{flag.replace('_', '-')} is for an s3:// store")
+        return Path(args.to), None
+    try:
+        part = parse_size(args.part_size)
+    except ValueError as exc:
+        raise UsageError(f"--part-size: {exc}") from None
+    from compiler.weights.sync.s3 import access  # noqa: PLC0415 - botocore, for s3:// only
+    from compiler.weights.sync.s3publish import S3Store, default_cache  # noqa: PLC0415
+
+    bucket = access(args.to, endpoint_url=args.endpoint_url, profile=args.profile)
+    rate = _bandwidth(args.rate_limit, "--rate-limit")
+    writer = S3Store(bucket, part_size=part, rate_bits_per_second=rate,
+                     fetch_base=args.fetch_base)  # fmt: skip
+    return args.cache or default_cache(bucket), writer
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -248,6 +286,16 @@ def _bandwidth(value: str | None, flag: str) -> float | None:
         raise UsageError(f"{flag}: {exc}") from None
 
 
+def _fetcher(args: argparse.Namespace, rate: float | None, **options: Any) -> Fetcher:
+    """The store's fetcher: for ``s3://`` with the bucket's endpoint and signed requests."""
+    if not is_s3(args.source):
+        return Fetcher(args.source, rate, **options)
+    from compiler.weights.sync.s3 import access  # noqa: PLC0415 - botocore, for s3:// only
+
+    bucket = access(args.source, endpoint_url=args.endpoint_url, profile=args.profile)
+    return Fetcher(bucket.http_base, rate, s3=bucket, **options)
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
     rate = _bandwidth(args.rate_limit, "--rate-limit")
     min_rate = _bandwidth(args.min_rate, "--min-rate") or MIN_RATE
@@ -264,8 +312,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     labels = _labels(args.label)
     engines = _engines(args)
     deadline = None if args.deadline is None else time.monotonic() + args.deadline
-    fetcher = Fetcher(args.source, rate, retries=args.retries, timeout=args.timeout,
-                      min_rate=min_rate, deadline=deadline)  # fmt: skip
+    fetcher = _fetcher(args, rate, retries=args.retries, timeout=args.timeout,
+                       min_rate=min_rate, deadline=deadline)  # fmt: skip
     result = SyncResult(args.target, args.generation)
     error: WeightsError | None = None
     ask = None if engines is None else functools.partial(reload, engines)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -159,6 +162,16 @@ def _rewritten(
             # Default: a port nothing listens on (the cluster's address does not resolve here).
             out.append(pushgateway or f"http://127.0.0.1:{free_port()}")
     return out
+
+
+def kill_at(proc: subprocess.Popen[bytes], partial: Path, nbytes: int) -> int:
+    """SIGKILL ``proc`` once ``partial`` holds ``nbytes`` (or after 10 s); its size then."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (not partial.exists() or partial.stat().st_size < nbytes):
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return partial.stat().st_size
 
 
 def with_arg(cmd: list[str], flag: str, value: str) -> list[str]:

@@ -69,7 +69,7 @@ def test_the_image_packages_are_what_sync_imports(
     """Run the Job's command with the compiler-only packages blocked, from an empty working
     directory: it syncs, and writes nothing but beside its target and in TMPDIR."""
     listed = set(re.findall(r"^ +(numpy .*)$", BUILD, re.MULTILINE)[0].split())
-    assert listed == {"numpy", "zstandard", "xxhash", "rich", "prometheus-client"}
+    assert listed == {"numpy", "zstandard", "xxhash", "rich", "prometheus-client", "botocore"}
     publish(generations[1], nginx.root, 42)
     weights, cwd, tmp = tmp_path / "weights", tmp_path / "cwd", tmp_path / "tmp"
     cwd.mkdir()

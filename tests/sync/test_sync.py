@@ -4,8 +4,6 @@ command pulls it (only its paths and URL hosts rewritten)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +12,7 @@ from tests.sync.conftest import (
     Nginx,
     free_port,
     job_command,
+    kill_at,
     publish,
     sha256,
     tree_bytes,
@@ -114,14 +113,7 @@ def test_interrupted_download_resumes(
     slow = with_arg(cmd, "--rate-limit", "40Mbit/s")  # about 2 s for the anchor
     proc = subprocess.Popen(slow, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partial = weights / "hot/.standbyc/llama-7b/downloads/anchors__42__model.safetensors.part"
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (
-        not partial.exists() or partial.stat().st_size < size // 4
-    ):
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    got_before = partial.stat().st_size
+    got_before = kill_at(proc, partial, size // 4)
     assert size // 4 <= got_before < size
     assert not (weights / "hot/llama-7b").exists()  # nothing swapped in
     nginx.clear_log()

@@ -39,3 +39,13 @@ class DiskFull(WeightsError):
 
 class NoPermission(WeightsError):
     """The Job cannot write where it keeps the weights: who must own what."""
+
+
+class StoreDenied(WeightsError):
+    """The object store refused the credentials, or none could be had: which credentials
+    were used, and what the store answered."""
+
+
+class PublishRaced(WeightsError):
+    """Another publisher wrote the store's index, or the same generation's files, first:
+    nothing of this run is named by the index; publish again on top of it."""

@@ -16,6 +16,8 @@
 - Every byte read passes a token bucket in bit/s, so a sync never takes more than its
   share of the link, whatever the server or the network allow.
 - A finished file must have the size and sha256 the index gives, or it is deleted.
+- For an ``s3://`` store (``s3.py``) each request is signed; a 401 or 403 is the
+  credentials' fault, not the network's: StoreDenied (exit 2), with the store's answer.
 """
 
 from __future__ import annotations
@@ -34,17 +36,21 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compiler.urls import http_url
 from compiler.weights.sync.errors import (
     DiskFull,
     DownloadCorrupt,
     SourceUnreachable,
+    StoreDenied,
     StoreError,
     SyncTimeout,
 )
 from compiler.weights.sync.store import StoredFile
+
+if TYPE_CHECKING:  # botocore is imported for an s3:// store only
+    from compiler.weights.sync.s3 import S3Access
 
 READ_SIZE = 1 << 20
 ANSWER_CAP = 64 << 10  # what is read of an error answer's body
@@ -142,6 +148,7 @@ class Fetcher:
     progress: Callable[[int], None] | None = None
     stats: FetchStats = field(default_factory=FetchStats)
     sleep: Callable[[float], None] = time.sleep
+    s3: S3Access | None = None  # signs every request for a private bucket
 
     def __post_init__(self) -> None:
         url = check_url(self.base_url, "--source")
@@ -200,8 +207,11 @@ class Fetcher:
             conn.sock.settimeout(conn.timeout)
         self.stats.requests += 1
         target = self._prefix + urllib.parse.quote(path)
-        conn.request("GET", target, headers={"User-Agent": USER_AGENT,
-                                             "Accept-Encoding": "identity", **headers})  # fmt: skip
+        headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **headers}
+        if self.s3 is not None:
+            headers = self.s3.sign("GET", f"{self._url.scheme}://{self._url.netloc}{target}",
+                                   headers)  # fmt: skip
+        conn.request("GET", target, headers=headers)
         resp = conn.getresponse()
         encoding = (resp.getheader("Content-Encoding") or "identity").strip().lower()
         if encoding != "identity" and resp.status < 300:
@@ -213,8 +223,10 @@ class Fetcher:
         if resp.status in (200, 206, 416):
             return resp
         # An answer that is not the file: a bounded read of it, and a new connection next.
-        resp.read(ANSWER_CAP)
+        answer = resp.read(ANSWER_CAP)
         self.close()
+        if self.s3 is not None and (refused := self.s3.refused(resp.status, answer)):
+            raise refused
         if resp.status >= 500 or resp.status == 429:
             raise _Transient(f"HTTP {resp.status} {resp.reason}")
         if resp.status == 404:
@@ -232,7 +244,7 @@ class Fetcher:
                     return
                 failures = 0
                 continue
-            except (DiskFull, DownloadCorrupt, SyncTimeout):
+            except (DiskFull, DownloadCorrupt, StoreDenied, SyncTimeout):
                 self.close()
                 raise
             except OSError as exc:

@@ -9,6 +9,11 @@ file; then ``index.json`` last and atomically, then removes what the new index n
 names. A reader therefore sees either the old index with all its files or the new one
 with all of its own.
 
+Where the bytes go is a ``StoreWriter``'s: ``LocalStore`` for a directory, ``S3Store``
+(``s3publish.py``) for a bucket, where this directory is a local cache of it. The delta is
+made against the latest generation's anchor when its bytes are here, else against its
+manifest (changed chunks stored whole, not XORed): bigger, never a failure.
+
 Anchors kept: every ``anchor_every``-th generation, the oldest generation in the index
 (so every listed generation can be reached from an anchor by deltas) and the latest (so
 the next publish can diff against it). Generations older than the last ``keep`` are
@@ -27,12 +32,19 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from compiler.fsutil import exclusive, fsync_path
 from compiler.weights import DEFAULT_CHUNK, DEFAULT_EXCLUDES
 from compiler.weights.diff import diff
-from compiler.weights.manifest import MAX_CHUNK, MIN_CHUNK, Progress, build_manifest
+from compiler.weights.manifest import (
+    MAX_CHUNK,
+    MIN_CHUNK,
+    Manifest,
+    Progress,
+    build_manifest,
+    load_manifest,
+)
 from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.errors import StoreError, SyncBusy
 from compiler.weights.sync.modeldir import (
@@ -72,6 +84,8 @@ class PublishStats:
     directory_bytes: int = 0  # every file of the model directory
     delta_bytes: int = 0
     delta_from: int | None = None
+    delta_base: str = ""  # "anchor": XOR against its bytes; "manifest": its hashes only
+    new_store: bool = False  # no index was there: this starts a new history
     anchor_bytes: int = 0
     files: int = 0  # files besides the weights
     files_new: list[str] = field(default_factory=list)  # stored now (new content)
@@ -90,6 +104,8 @@ class PublishStats:
             "directory_bytes": self.directory_bytes,
             "delta_from": self.delta_from,
             "delta_bytes": self.delta_bytes,
+            "delta_base": self.delta_base,
+            "new_store": self.new_store,
             "delta_ratio": self.delta_bytes / self.checkpoint_bytes
             if self.checkpoint_bytes
             else 0.0,
@@ -188,18 +204,26 @@ def _plain_files(
     """Every file besides the weights, stored by content; a patch from the latest
     generation's file of the same name where it is smaller than the file."""
     previous = {f.name: f for f in old.generations[old.latest].files} if old else {}
+    # Named by the index, so in the store (a cache of a remote one may not hold it).
+    known = {f.sha256 for g in old.generations.values() for f in g.files} if old else set()
     out: list[PlainFile] = []
     for f in model.files:
         sha = sha256_file(f.path, f.size)
         blob = store / blob_path(sha)
-        if not (blob.is_file() and blob.stat().st_size == f.size):
+        if sha not in known and not (blob.is_file() and blob.stat().st_size == f.size):
             _copy_verified(f.path, blob, sha, f.size)
             stats.files_new.append(f.name)
             stats.files_bytes += f.size
         patch = None
         before = previous.get(f.name)
-        if before is not None and before.sha256 != sha and max(before.size, f.size) <= PATCH_CAP:
-            data = make_patch((store / blob_path(before.sha256)).read_bytes(), blob.read_bytes())
+        if (
+            before is not None
+            and before.sha256 != sha
+            and max(before.size, f.size) <= PATCH_CAP
+            and blob.is_file()  # both versions here: a cache of a remote store may lack one
+            and (base := store / blob_path(before.sha256)).is_file()
+        ):
+            data = make_patch(base.read_bytes(), blob.read_bytes())
             if len(data) < f.size:
                 rel = patch_path(before.sha256, sha)
                 _write_atomic(store / rel, data)
@@ -264,6 +288,55 @@ def clean_leftovers(store: Path) -> list[Path]:
     return found
 
 
+class StoreWriter(Protocol):
+    """Where a publish's files go. ``store`` is the local directory the publish writes
+    into: the store itself, or a cache of a remote one."""
+
+    def prepare(self, store: Path) -> None:
+        """Before anything is read: the store's index (and what a delta or patch needs
+        from the latest generation) into ``store``; refuse a store that lost its index."""
+
+    def commit(self, store: Path, old: Index | None, new: Index, data: bytes) -> list[str]:
+        """The new files, then ``data`` as the index (last), then remove what ``new`` no
+        longer names; returns what was removed."""
+
+
+class LocalStore:
+    """The store is the directory: the index replaced atomically, then pruned."""
+
+    def prepare(self, store: Path) -> None:
+        if not (store / INDEX).exists():
+            refuse_orphans(str(store), [t for t in TOPS if (store / t).exists()])
+
+    def commit(self, store: Path, old: Index | None, new: Index, data: bytes) -> list[str]:
+        _write_atomic(store / INDEX, data)
+        return _remove_unlisted(store, new)
+
+
+def refuse_orphans(where: str, found: Sequence[str]) -> None:
+    """A store without an index that holds store files lost its index (or is not
+    empty for another reason): publishing would silently start a new history over it."""
+    if found:
+        raise StoreError(
+            f"{where}: no {INDEX}, but it holds {', '.join(found)}: a store that lost its "
+            f"index, or not an empty place; publish into an empty one (or restore {INDEX})"
+        )
+
+
+def _delta_base(store: Path, prev: Generation) -> tuple[Path | None, Manifest | None]:
+    """What the delta from ``prev`` is made against: its anchor's bytes when they are in
+    ``store``, else its manifest."""
+    if all((store / f.path).is_file() for f in prev.anchor) and prev.anchor:
+        return anchor_path(store, prev.weights, prev.number), None
+    manifest = store / prev.manifest.path
+    if not manifest.is_file():
+        raise StoreError(
+            f"{store}: neither the anchor nor the manifest of generation {prev.number}, the "
+            "latest, is there: the store is incomplete"
+        )
+    return None, load_manifest(manifest)
+
+
 def check_chunk(chunk: int) -> int:
     if not MIN_CHUNK <= chunk <= MAX_CHUNK or chunk & (chunk - 1):
         raise StoreError(f"--chunk-size {chunk}: must be a power of two from 4096 to 67108864")
@@ -281,6 +354,7 @@ def publish(
     progress: Progress | None = None,
     excludes: Sequence[str] = DEFAULT_EXCLUDES,
     max_file_size: int = MAX_FILE_SIZE,
+    writer: StoreWriter | None = None,
 ) -> PublishStats:
     """Publish model directory ``new`` (or one safetensors file) as ``generation``."""
     if anchor_every < 1 or keep < 1:
@@ -293,9 +367,11 @@ def publish(
     store.mkdir(parents=True, exist_ok=True)
     with exclusive(store, SyncBusy(f"{store}: another publish is running")):
         clean_leftovers(store)
+        sink = writer or LocalStore()
+        sink.prepare(store)
         before = read_index(store)
         try:
-            job = _Job(model, store, generation, anchor_every, keep, chunk, progress)
+            job = _Job(model, store, generation, anchor_every, keep, chunk, progress, sink)
             stats = _publish(job)
         except BaseException:
             # Whatever stopped it (a full disk, a bad file) stopped it before the index was
@@ -318,6 +394,7 @@ class _Job:
     keep: int
     chunk: int
     progress: Progress | None
+    writer: StoreWriter
 
 
 def _publish(job: _Job) -> PublishStats:
@@ -336,6 +413,7 @@ def _publish(job: _Job) -> PublishStats:
         checkpoint_bytes=manifest.nbytes,
         directory_bytes=model.size,
         files=len(model.files),
+        new_store=old is None,
     )
     if old is not None and generation in old.generations:
         if old.generations[generation].digest != digest:
@@ -361,8 +439,10 @@ def _publish(job: _Job) -> PublishStats:
             rel = f"deltas/{prev.number}-{generation}.delta"
             tmp = _tmp(store / rel)
             tmp.parent.mkdir(parents=True, exist_ok=True)
-            base = anchor_path(store, prev.weights, prev.number)
-            diff(model.checkpoint, tmp, old_path=base, chunk=old.chunk_size, progress=progress)
+            base, base_manifest = _delta_base(store, prev)
+            diff(model.checkpoint, tmp, old_path=base, base_manifest=base_manifest,
+                 chunk=old.chunk_size, progress=progress)  # fmt: skip
+            stats.delta_base = "anchor" if base is not None else "manifest"
             fsync_path(tmp)
             tmp.replace(store / rel)
             fsync_path(tmp.parent)
@@ -381,6 +461,5 @@ def _publish(job: _Job) -> PublishStats:
     index = Index(manifest.chunk_size, _prune(gens, job.keep, job.anchor_every))
     data = index.dumps()
     parse_index(data, f"{store / INDEX} (as it would be written)")  # what readers accept
-    _write_atomic(store / INDEX, data)
-    stats.pruned = _remove_unlisted(store, index)
+    stats.pruned = job.writer.commit(store, old, index, data)
     return stats
