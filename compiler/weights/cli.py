@@ -27,6 +27,7 @@ from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.errors import NoPermission, SyncBusy
 from compiler.weights.sync.fetch import MIN_RATE, Fetcher
 from compiler.weights.sync.local import Local, held_generation
+from compiler.weights.sync.merging import MergePolicy
 from compiler.weights.sync.publish import check_chunk, publish
 from compiler.weights.sync.pull import SyncResult, sync
 from compiler.weights.sync.reload import Engines, Outcome, reload
@@ -180,6 +181,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
             anchor_every=args.anchor_every,
             keep=args.keep,
             chunk=args.chunk_size,
+            anchor_drift=args.anchor_drift,
+            merge=MergePolicy(args.merge, args.merge_window, args.merge_bound),
             progress=prog,
             excludes=excludes,
             max_file_size=cap,
@@ -201,6 +204,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
             f"{len(stats.files_patched)} with a patch ({stats.patch_bytes} bytes)"
         )
         line = f"{args.to}: published generation {stats.generation}; weights {delta}{files}"
+        if stats.merged:
+            line += (
+                f"; {len(stats.merged)} merged delta(s) from generations "
+                f"{', '.join(str(f) for f, _ in stats.merged)} "
+                f"({sum(n for _, n in stats.merged)} bytes)"
+            )
         if stats.pruned:
             line += f"; pruned {len(stats.pruned)} files"
     _emit(args, doc, line)
