@@ -15,7 +15,7 @@ from compiler.weights.apply import apply
 from compiler.weights.deltafile import DeltaReader
 from compiler.weights.diff import diff
 from compiler.weights.errors import DeltaError
-from compiler.weights.merge import merge
+from compiler.weights.merge import MergeImpossible, merge
 from tests.weights.conftest import _write, sha256, shard
 
 CHUNK = 4096
@@ -140,3 +140,33 @@ def test_a_corrupt_input_is_refused_before_anything_is_written(tmp_path: Path) -
     assert sorted(x.name for x in tmp_path.iterdir()) == sorted(
         ["01.delta", "12.delta", "bad.delta", "g0.safetensors", "g1.safetensors", "g2.safetensors"]
     )
+
+
+def _planes(rng: np.random.Generator, n: int, plane: int) -> Any:
+    """A bf16 XOR mask with random bytes in one byte plane only: it compresses to half."""
+    mask = np.zeros(n * 2, dtype=np.uint8)
+    mask[plane::2] = rng.integers(1, 256, n, dtype=np.uint8)
+    return mask
+
+
+def impossible_chain(rng: np.random.Generator) -> list[Tensors]:
+    """Three generations whose two deltas are dense XOR patches (each mask compresses to
+    half) but whose merged mask is random: stored only as new bytes, it needs the base."""
+    n = 4096
+    f = rng.integers(0, 256, n * 2, dtype=np.uint8)
+    g = f ^ _planes(rng, n, 0)
+    h = g ^ _planes(rng, n, 1)
+    return [{"w": ("BF16", (n,), x)} for x in (f, g, h)]
+
+
+def test_a_merge_that_needs_the_base_says_so(tmp_path: Path) -> None:
+    gens = impossible_chain(np.random.default_rng(5))
+    p = [_save(ts, tmp_path / f"g{i}", 1) for i, ts in enumerate(gens)]
+    diff(p[1], tmp_path / "01.delta", old_path=p[0], chunk=CHUNK)
+    diff(p[2], tmp_path / "12.delta", old_path=p[1], chunk=CHUNK)
+    for d in ("01", "12"):
+        ops = {c.op for c in DeltaReader(tmp_path / f"{d}.delta").header.tensors[0].chunks}
+        assert ops == {"x"}  # both relative: only their merge is not
+    with pytest.raises(MergeImpossible, match="chunk 0: the merged change is stored only as new"):
+        merge(tmp_path / "01.delta", tmp_path / "12.delta", tmp_path / "out.delta")
+    assert not list(tmp_path.glob("*out.delta*"))

@@ -20,6 +20,7 @@ from compiler.weights.sync.publish import publish, read_index
 from compiler.weights.sync.store import Index, parse_index, plan_route
 from compiler.weights.testing import to_bf16, transformer_specs, write_safetensors
 from tests.weights.conftest import sha256
+from tests.weights.test_merge import _save, impossible_chain
 
 CHUNK = 4096
 SPECS = transformer_specs(layers=1, hidden=64, vocab=256)
@@ -191,3 +192,20 @@ def test_the_count_cap_and_drift_off(tmp_path: Path) -> None:
     assert a is not None and b is not None
     assert _anchors(a) == [1, 4, 7, 9]  # three generations after the last anchor
     assert _anchors(b) == [1, 4, 8, 9]  # every 4th, as before drift
+
+
+def test_a_merge_that_needs_the_base_leaves_the_chain(tmp_path: Path) -> None:
+    gens = impossible_chain(np.random.default_rng(6))
+    store = tmp_path / "store"
+    paths = []
+    for g, ts in enumerate(gens, start=1):
+        (tmp_path / f"g{g}").mkdir()
+        paths.append(_save(ts, tmp_path / f"g{g}" / "model", 1))
+        stats = publish(paths[-1].parent, store, g, chunk=CHUNK, merge=MergePolicy("all"))
+    assert stats.merged == [] and stats.merges == 0
+    assert stats.merge_stopped.startswith("generation 1: 'w' chunk 0: the merged change")
+    index = read_index(store)
+    assert index is not None
+    route = plan_route(index, index.generations[1].weights.digest, 3)
+    assert "next best chain of 2 delta(s) 1 -> 2 -> 3:" in route.reason, route.reason
+    assert not list(store.rglob("*standbyc-tmp*"))

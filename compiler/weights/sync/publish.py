@@ -90,6 +90,7 @@ class PublishStats:
     pruned: list[str] = field(default_factory=list)
     merged: list[tuple[int, int]] = field(default_factory=list)  # (from, bytes) into this one
     merges: int = 0  # compositions made to choose them
+    merge_stopped: str = ""  # why merged deltas reach back less far than the window
     merge_seconds: float = 0.0
     seconds: float = 0.0
 
@@ -115,6 +116,7 @@ class PublishStats:
             "merged": [{"from": f, "bytes": n} for f, n in self.merged],
             "merged_bytes": sum(n for _, n in self.merged),
             "merges": self.merges,
+            "merge_stopped": self.merge_stopped,
             "merge_seconds": round(self.merge_seconds, 4),
             "seconds": round(self.seconds, 4),
         }
@@ -432,6 +434,6 @@ def _publish(job: _Job) -> PublishStats:
 def _with_merged(job: _Job, index: Index, stats: PublishStats) -> Index:
     t0 = time.perf_counter()
     index, report = add_merged(job.store, index, job.merge, TMP_MARK)
-    stats.merged, stats.merges = report.kept, report.made
+    stats.merged, stats.merges, stats.merge_stopped = report.kept, report.made, report.stopped
     stats.merge_seconds = time.perf_counter() - t0
     return index
