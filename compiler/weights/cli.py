@@ -210,6 +210,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
                 f"{', '.join(str(f) for f, _ in stats.merged)} "
                 f"({sum(n for _, n in stats.merged)} bytes)"
             )
+        if stats.merge_stopped:
+            line += f"; merged deltas stop at {stats.merge_stopped}"
         if stats.pruned:
             line += f"; pruned {len(stats.pruned)} files"
     _emit(args, doc, line)

@@ -209,3 +209,19 @@ def test_a_merge_that_needs_the_base_leaves_the_chain(tmp_path: Path) -> None:
     route = plan_route(index, index.generations[1].weights.digest, 3)
     assert "next best chain of 2 delta(s) 1 -> 2 -> 3:" in route.reason, route.reason
     assert not list(store.rglob("*standbyc-tmp*"))
+
+
+def test_a_damaged_delta_in_the_store_ends_the_merges_not_the_publish(tmp_path: Path) -> None:
+    gens = _chain(tmp_path / "models", 5, lr=1e-5, seed=4)
+    store = tmp_path / "store"
+    for g, path in enumerate(gens[:4], start=1):
+        publish(path.parent, store, g, chunk=CHUNK, merge=MergePolicy("all"))
+    damaged = store / "deltas/2-3.delta"
+    data = bytearray(damaged.read_bytes())
+    data[-10] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    stats = publish(gens[4].parent, store, 5, chunk=CHUNK, merge=MergePolicy("all"))
+    assert [f for f, _ in stats.merged] == [3]  # 3 -> 5; 2 -> 5 needs the damaged 2 -> 3
+    assert stats.merge_stopped.startswith("generation 2: ")
+    assert "deltas/2-3.delta: payload checksum mismatch" in stats.merge_stopped
+    assert not list(store.rglob("*standbyc-tmp*"))

@@ -14,7 +14,9 @@ generation, no checkpoint read. Which ones the index keeps (docs/weight-sync.md)
 * ``off``: none (the chain and anchors only).
 
 Only the latest generation lists merged deltas: those into the one before are dropped
-when the next is published.
+when the next is published. A composition that cannot be made (one that needs a
+checkpoint, or a damaged delta in the store) ends the walk back; the publish goes on and
+says why (``merge_stopped``), and older standbys take the chain.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from compiler.weights.deltafile import DeltaReader
-from compiler.weights.merge import MergeImpossible, merge
+from compiler.weights.errors import DeltaError
+from compiler.weights.merge import merge
 from compiler.weights.sync.errors import StoreError
 from compiler.weights.sync.modeldir import sha256_file
 from compiler.weights.sync.store import Delta, Generation, Index, StoredFile, plan_route
@@ -89,7 +92,7 @@ def add_merged(
             path = store / "deltas" / f".{base}-{latest.number}.delta{tmp_mark}{os.getpid()}"
             try:
                 merge(store / step.delta.file.path, prev_path, path)
-            except MergeImpossible as exc:
+            except DeltaError as exc:  # MergeImpossible, or a damaged delta in the store
                 report.stopped = f"generation {base}: {exc}"
                 break
             report.made += 1
