@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
@@ -19,7 +21,9 @@ from compiler.weights.sync.merging import MergePolicy
 from compiler.weights.sync.publish import publish, read_index
 from compiler.weights.sync.store import Index, parse_index, plan_route
 from compiler.weights.testing import to_bf16, transformer_specs, write_safetensors
+from tests.conftest import field_paths
 from tests.weights.conftest import sha256
+from tests.weights.test_fuzz import JSON
 from tests.weights.test_merge import _save, impossible_chain
 
 CHUNK = 4096
@@ -225,3 +229,29 @@ def test_a_damaged_delta_in_the_store_ends_the_merges_not_the_publish(tmp_path: 
     assert stats.merge_stopped.startswith("generation 2: ")
     assert "deltas/2-3.delta: payload checksum mismatch" in stats.merge_stopped
     assert not list(store.rglob("*standbyc-tmp*"))
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_mutated_merged_entry_is_refused_or_routed(
+    chain: tuple[list[Path], Path], data: st.DataObject
+) -> None:
+    _, store = chain
+    doc = _index_doc(store)
+    latest = doc["generations"][-1]
+    path = data.draw(st.sampled_from(field_paths(latest["merged"])[1:]))
+    parent = latest["merged"]
+    for key in path[:-1]:
+        parent = parent[key]
+    if isinstance(parent, dict) and data.draw(st.booleans()):
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = data.draw(JSON)
+    try:
+        index = parse_index(json.dumps(doc).encode(), "index.json")
+    except StoreError:
+        return
+    for start in (1, 20, index.latest - 1):
+        route = plan_route(index, index.generations[start].weights.digest, index.latest)
+        assert all(s.delta.base in index.generations for s in route.deltas)
+        assert route.nbytes >= 0
