@@ -62,7 +62,8 @@ lint: install
 ## publish + sync end to end through nginx versus a full copy, the seed scheme and TRL's format,
 ## a model directory: its sync against the file sync of a baseline revision, and a hot tier of
 ## three engine pods from "published" to "every pod serves it"; then hostile stores, bad input
-## and full disks, this revision against the baseline
+## and full disks, this revision against the baseline; a 64-generation chain from real training:
+## lagging standbys with merged deltas, today's planner, a full copy and TRL's format
 bench: tools $(TORCH_STAMP)
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
@@ -71,6 +72,7 @@ bench: tools $(TORCH_STAMP)
 	$(PY) bench/sync_bench.py
 	$(PY) bench/model_dir_bench.py
 	$(PY) bench/fault_bench.py
+	$(PY) bench/chain_bench.py
 
 ## image: the image the weight-sync Jobs run (needs a Docker engine; not used by the tests)
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)

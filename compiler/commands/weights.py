@@ -167,12 +167,44 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     pub.add_argument(
         "--anchor-every",
         type=int,
-        default=10,
+        default=64,
         metavar="K",
-        help="keep a full copy of every K-th generation (default 10)",
+        help="keep a full copy at least every K-th generation (default 64; with "
+        "--anchor-drift 0: of every K-th)",
     )
     pub.add_argument(
-        "--keep", type=int, default=20, metavar="N", help="generations to keep (default 20)"
+        "--anchor-drift",
+        type=float,
+        default=0.5,
+        metavar="SHARE",
+        help="keep a full copy once the deltas since the last one pass SHARE of the "
+        "weights' bytes (default 0.5; 0: by --anchor-every alone)",
+    )
+    pub.add_argument(
+        "--merge",
+        choices=("greedy", "all", "off"),
+        default="greedy",
+        help="merged deltas from older generations to the newest: those a standby needs "
+        "to fetch at most --merge-bound times the direct delta (greedy, default), every "
+        "one in the window (all), or none (off)",
+    )
+    pub.add_argument(
+        "--merge-window",
+        type=int,
+        default=64,
+        metavar="N",
+        help="merged deltas from at most N generations back (default 64)",
+    )
+    pub.add_argument(
+        "--merge-bound",
+        type=float,
+        default=1.25,
+        metavar="X",
+        help="greedy: keep a merged delta when every other route costs more than X times "
+        "its bytes (default 1.25)",
+    )
+    pub.add_argument(
+        "--keep", type=int, default=65, metavar="N", help="generations to keep (default 65)"
     )
     pub.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help=CHUNK_HELP)
     pub.add_argument(

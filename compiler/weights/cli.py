@@ -28,6 +28,7 @@ from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.errors import NoPermission, SyncBusy
 from compiler.weights.sync.fetch import MIN_RATE, Fetcher
 from compiler.weights.sync.local import Local, held_generation
+from compiler.weights.sync.merging import MergePolicy
 from compiler.weights.sync.publish import check_chunk, publish
 from compiler.weights.sync.pull import SyncResult, sync
 from compiler.weights.sync.reload import Engines, Outcome, reload
@@ -182,6 +183,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
             anchor_every=args.anchor_every,
             keep=args.keep,
             chunk=args.chunk_size,
+            anchor_drift=args.anchor_drift,
+            merge=MergePolicy(args.merge, args.merge_window, args.merge_bound),
             progress=prog,
             excludes=excludes,
             max_file_size=cap,
@@ -210,6 +213,14 @@ def cmd_publish(args: argparse.Namespace) -> int:
         line = f"{args.to}: published generation {stats.generation}; weights {delta}{files}"
         if stats.new_store:
             line += "; a new store (there was no index)"
+        if stats.merged:
+            line += (
+                f"; {len(stats.merged)} merged delta(s) from generations "
+                f"{', '.join(str(f) for f, _ in stats.merged)} "
+                f"({sum(n for _, n in stats.merged)} bytes)"
+            )
+        if stats.merge_stopped:
+            line += f"; merged deltas stop at {stats.merge_stopped}"
         if stats.pruned:
             line += f"; pruned {len(stats.pruned)} files"
         if writer is not None:
@@ -241,8 +252,9 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
 
     bucket = access(args.to, endpoint_url=args.endpoint_url, profile=args.profile)
     rate = _bandwidth(args.rate_limit, "--rate-limit")
+    window = 0 if args.merge == "off" else args.merge_window
     writer = S3Store(bucket, part_size=part, rate_bits_per_second=rate,
-                     fetch_base=args.fetch_base)  # fmt: skip
+                     fetch_base=args.fetch_base, merge_window=window)  # fmt: skip
     return args.cache or default_cache(bucket), writer
 
 

@@ -215,6 +215,9 @@ def test_sync_killed_mid_download_from_s3_resumes(
     assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[2])
 
 
+PLAIN = ("--merge", "off")  # one-step deltas only: the routes are today's chains
+
+
 def _publish_argv(model: Path, generation: int, cache: Path, *extra: str) -> list[str]:
     return [str(STANDBYC), "weights", "publish", str(model), "--to", f"s3://{BUCKET}/m/",
             "--generation", str(generation), "--cache", str(cache), *extra]  # fmt: skip
@@ -231,10 +234,10 @@ def test_publish_to_a_private_bucket_then_sync(
     s3: S3, generations: dict[int, Path], compiled: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
-    code, doc, err = _publish_s3(s3, generations[1], 41, cache)
+    code, doc, err = _publish_s3(s3, generations[1], 41, cache, *PLAIN)
     assert code == 0, err
     assert doc["new_store"] is True
-    code, doc, err = _publish_s3(s3, generations[2], 42, cache)
+    code, doc, err = _publish_s3(s3, generations[2], 42, cache, *PLAIN)
     assert code == 0, err
     assert (doc["new_store"], doc["delta_from"], doc["delta_base"]) == (False, 41, "anchor")
     xor_delta = doc["delta_bytes"]
@@ -244,12 +247,12 @@ def test_publish_to_a_private_bucket_then_sync(
         "anchors/42/model.safetensors", "index.json"
     ]  # fmt: skip
     # Without the cache (another machine): the delta is made against 42's manifest.
-    code, doc, err = _publish_s3(s3, generations[3], 43, tmp_path / "elsewhere")
+    code, doc, err = _publish_s3(s3, generations[3], 43, tmp_path / "elsewhere", *PLAIN)
     assert code == 0, err
     assert (doc["delta_from"], doc["delta_base"]) == (42, "manifest")
     assert doc["delta_bytes"] > 4 * xor_delta  # changed chunks whole, not XORed
     # Or the latest anchor is downloaded (resumable, verified) for an XOR delta.
-    code, doc, err = _publish_s3(s3, generations[4], 44, tmp_path / "third", "--fetch-base")
+    code, doc, err = _publish_s3(s3, generations[4], 44, tmp_path / "third", "--fetch-base", *PLAIN)
     assert code == 0, err
     assert (doc["delta_from"], doc["delta_base"]) == (43, "anchor")
     assert doc["base_downloaded_bytes"] == generations[3].stat().st_size
@@ -265,6 +268,37 @@ def test_publish_to_a_private_bucket_then_sync(
     code, doc, err = _run(with_arg(cmd, "--generation", "44"), s3.env())
     assert code == 0, err
     assert str(doc["route"]).startswith("chain of 3 delta(s) 41 -> 42 -> 43 -> 44: ")
+    assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[4])
+
+
+def test_publish_to_s3_merges_deltas_from_a_cache_that_lacked_them(
+    s3: S3, generations: dict[int, Path], compiled: Path, tmp_path: Path
+) -> None:
+    """A publish on a machine whose cache has none of the chain downloads the one-step
+    deltas it merges (verified), uploads the merged ones, and a standby three behind
+    fetches one delta."""
+    cache = tmp_path / "cache"
+    for g in (39, 40, 41):
+        code, doc, err = _publish_s3(s3, generations[g - 38], g, cache)
+        assert code == 0, err
+    chain = sorted(p.name for p in (cache / "deltas").iterdir())
+    assert chain == ["39-40.delta", "40-41.delta"]  # what the next merges read
+    weights = tmp_path / "weights"
+    cmd = job_command(compiled, "hot", source=f"s3://{BUCKET}/m", weights=weights)
+    code, _, err = _run(with_arg(cmd, "--generation", "39"), s3.env())
+    assert code == 0, err
+    elsewhere = tmp_path / "elsewhere"  # another machine: no anchor, no deltas
+    code, doc, err = _publish_s3(s3, generations[4], 42, elsewhere, "--fetch-base")
+    assert code == 0, err
+    assert doc["chain_downloaded_bytes"] > 0, doc
+    assert not doc["merge_stopped"], doc
+    from_bases = [m["from"] for m in doc["merged"]]
+    listed = {m["from"] for m in s3.index()["generations"][-1].get("merged", [])}
+    assert set(from_bases) == listed and listed, doc
+    assert all(f"m/deltas/{f}-42.delta" in s3.listed("m/deltas/") for f in listed)
+    code, doc, err = _run(with_arg(cmd, "--generation", "42"), s3.env())
+    assert code == 0, err
+    assert str(doc["route"]).startswith("chain of 1 delta(s) 39 -> 42 (merged 39-42): ")
     assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[4])
 
 

@@ -68,7 +68,7 @@ def test_chain_of_deltas_when_behind(
     bring_to_39 = with_arg(cmd, "--generation", "39")
     assert _sync(bring_to_39)[0] == 0
     for g in (40, 41, 42):
-        publish(generations[g - 38], nginx.root, g)
+        publish(generations[g - 38], nginx.root, g, "--merge", "off")  # the chain alone
     nginx.clear_log()
     code, doc, err = _sync(cmd)
     assert code == 0, err
@@ -93,7 +93,7 @@ def test_anchor_when_cheaper_than_the_chain(
     to_40 = with_arg(cmd, "--generation", "40")
     assert _sync(to_40)[0] == 0
     publish(retrained, nginx.root, 41)  # every element changed: a delta as large as the model
-    publish(generations[2], nginx.root, 42)  # and back: another one
+    publish(generations[2], nginx.root, 42, "--merge", "off")  # and back: another one
     nginx.clear_log()
     code, doc, err = _sync(cmd)
     assert code == 0, err

@@ -14,10 +14,13 @@ Where the bytes go is a ``StoreWriter``'s: ``LocalStore`` for a directory, ``S3S
 made against the latest generation's anchor when its bytes are here, else against its
 manifest (changed chunks stored whole, not XORed): bigger, never a failure.
 
-Anchors kept: every ``anchor_every``-th generation, the oldest generation in the index
-(so every listed generation can be reached from an anchor by deltas) and the latest (so
-the next publish can diff against it). Generations older than the last ``keep`` are
-dropped, except those the remaining ones need.
+Anchors kept: by drift, a generation whose one-step deltas since the previous kept
+anchor add up to more than ``anchor_drift`` of its weights, or that is ``anchor_every``
+generations after it (with ``anchor_drift`` 0: every ``anchor_every``-th generation);
+also the oldest generation in the index (so every listed generation can be reached from
+an anchor by deltas) and the latest (so the next publish can diff against it).
+Generations older than the last ``keep`` are dropped, except those the remaining ones
+need. The latest also gets merged deltas from older generations (``merging``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from compiler.weights.manifest import (
 )
 from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.errors import StoreError, SyncBusy
+from compiler.weights.sync.merging import MergePolicy, add_merged, only_latest_merged
 from compiler.weights.sync.modeldir import (
     HASH_BLOCK,
     MAX_FILE_SIZE,
@@ -73,6 +77,11 @@ from compiler.weights.sync.store import (
 
 TMP_MARK = ".standbyc-tmp-"
 TOPS = ("anchors", "deltas", "manifests", "files", "patches")
+# A new anchor once the one-step deltas since the last one pass this share of the weights:
+# a standby with no usable weights then pays at most about 1.5 full copies (docs/weight-sync.md).
+DEFAULT_DRIFT = 0.5
+DEFAULT_ANCHOR_EVERY = 64  # the count cap
+DEFAULT_KEEP = 65  # a standby up to 64 generations behind still finds its own weights
 
 
 @dataclass
@@ -93,6 +102,10 @@ class PublishStats:
     files_bytes: int = 0  # bytes of the new contents stored
     patch_bytes: int = 0
     pruned: list[str] = field(default_factory=list)
+    merged: list[tuple[int, int]] = field(default_factory=list)  # (from, bytes) into this one
+    merges: int = 0  # compositions made to choose them
+    merge_stopped: str = ""  # why merged deltas reach back less far than the window
+    merge_seconds: float = 0.0
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -116,6 +129,11 @@ class PublishStats:
             "files_bytes": self.files_bytes,
             "patch_bytes": self.patch_bytes,
             "pruned": self.pruned,
+            "merged": [{"from": f, "bytes": n} for f, n in self.merged],
+            "merged_bytes": sum(n for _, n in self.merged),
+            "merges": self.merges,
+            "merge_stopped": self.merge_stopped,
+            "merge_seconds": round(self.merge_seconds, 4),
             "seconds": round(self.seconds, 4),
         }
 
@@ -234,14 +252,32 @@ def _plain_files(
     return tuple(out)
 
 
-def _anchors_to_keep(gens: dict[int, Generation], anchor_every: int) -> set[int]:
+def _anchors_to_keep(gens: dict[int, Generation], anchor_every: int, drift: float) -> set[int]:
+    """The oldest and the latest, and by drift: a generation whose one-step deltas since
+    the previous kept anchor add up to more than ``drift`` of its weights, or that is
+    ``anchor_every`` generations after it. An anchor dropped before is not made again, so
+    the choice only depends on the generations since the oldest (itself anchored)."""
     ordered = sorted(gens)
-    return {g for g in ordered if g % anchor_every == 0} | {ordered[0], ordered[-1]}
+    ends = {ordered[0], ordered[-1]}
+    if drift <= 0:
+        return {g for g in ordered if g % anchor_every == 0} | ends
+    kept, chain, count = set(ends), 0, 0
+    for g in ordered[1:-1]:
+        gen = gens[g]
+        chain += gen.delta.file.size if gen.delta else gen.weights.size
+        count += 1
+        if gen.anchor and (chain > drift * gen.weights.size or count >= anchor_every):
+            kept.add(g)
+            chain = count = 0
+    return kept
 
 
-def _prune(gens: dict[int, Generation], keep: int, anchor_every: int) -> dict[int, Generation]:
+def _prune(
+    gens: dict[int, Generation], keep: int, anchor_every: int, drift: float = 0.0
+) -> dict[int, Generation]:
     """Drop generations older than the last ``keep``, but keep an anchored start for the
-    oldest kept one; drop anchors that are no longer needed."""
+    oldest kept one; drop anchors that are no longer needed, and merged deltas into any
+    generation but the latest."""
     ordered = sorted(gens)
     window = ordered[-keep:]
     start = window[0]
@@ -252,8 +288,8 @@ def _prune(gens: dict[int, Generation], keep: int, anchor_every: int) -> dict[in
         if prev is None or prev not in gens:
             raise StoreError(f"generation {start} cannot be reached from any anchor")
         start = prev
-    kept = {g: gens[g] for g in ordered if g >= start}
-    anchors = _anchors_to_keep(kept, anchor_every)
+    kept = only_latest_merged({g: gens[g] for g in ordered if g >= start})
+    anchors = _anchors_to_keep(kept, anchor_every, drift)
     return {g: gen if g in anchors else replace(gen, anchor=()) for g, gen in kept.items()}
 
 
@@ -348,9 +384,11 @@ def publish(
     store: Path,
     generation: int,
     *,
-    anchor_every: int = 10,
-    keep: int = 20,
+    anchor_every: int = DEFAULT_ANCHOR_EVERY,
+    keep: int = DEFAULT_KEEP,
     chunk: int = DEFAULT_CHUNK,
+    anchor_drift: float = DEFAULT_DRIFT,
+    merge: MergePolicy = MergePolicy(),  # noqa: B008 (frozen)
     progress: Progress | None = None,
     excludes: Sequence[str] = DEFAULT_EXCLUDES,
     max_file_size: int = MAX_FILE_SIZE,
@@ -359,6 +397,9 @@ def publish(
     """Publish model directory ``new`` (or one safetensors file) as ``generation``."""
     if anchor_every < 1 or keep < 1:
         raise StoreError("--anchor-every and --keep must be at least 1")
+    if not 0 <= anchor_drift <= 100:
+        raise StoreError(f"--anchor-drift {anchor_drift}: must be from 0 to 100")
+    merge.check()
     if not 1 <= generation <= MAX_GENERATION:
         raise StoreError(f"--generation {generation}: must be from 1 to {MAX_GENERATION}")
     check_chunk(chunk)
@@ -371,7 +412,8 @@ def publish(
         sink.prepare(store)
         before = read_index(store)
         try:
-            job = _Job(model, store, generation, anchor_every, keep, chunk, progress, sink)
+            job = _Job(model, store, generation, anchor_every, keep, chunk, progress, sink,
+                       anchor_drift, merge)  # fmt: skip
             stats = _publish(job)
         except BaseException:
             # Whatever stopped it (a full disk, a bad file) stopped it before the index was
@@ -395,6 +437,8 @@ class _Job:
     chunk: int
     progress: Progress | None
     writer: StoreWriter
+    anchor_drift: float = DEFAULT_DRIFT
+    merge: MergePolicy = MergePolicy()  # noqa: RUF009 (frozen)
 
 
 def _publish(job: _Job) -> PublishStats:
@@ -458,8 +502,17 @@ def _publish(job: _Job) -> PublishStats:
         generation, digest, model.size, weights, files, _stored(store, man_rel), delta, anchor
     )
     gens = {**(old.generations if old else {}), generation: gen}
-    index = Index(manifest.chunk_size, _prune(gens, job.keep, job.anchor_every))
+    index = Index(manifest.chunk_size, _prune(gens, job.keep, job.anchor_every, job.anchor_drift))
+    index = _with_merged(job, index, stats)
     data = index.dumps()
     parse_index(data, f"{store / INDEX} (as it would be written)")  # what readers accept
     stats.pruned = job.writer.commit(store, old, index, data)
     return stats
+
+
+def _with_merged(job: _Job, index: Index, stats: PublishStats) -> Index:
+    t0 = time.perf_counter()
+    index, report = add_merged(job.store, index, job.merge, TMP_MARK)
+    stats.merged, stats.merges, stats.merge_stopped = report.kept, report.made, report.stopped
+    stats.merge_seconds = time.perf_counter() - t0
+    return index

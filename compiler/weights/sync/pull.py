@@ -1,8 +1,8 @@
 """``standbyc weights sync``: bring a standby's model directory to a generation.
 
 1. Read the index; find what the standby holds (cached, or read in full).
-2. Plan: the weights by the route with the fewest bytes (kept as they are, a chain of
-   deltas from the local weights, or an anchor and the deltas after it); every other
+2. Plan: the weights by the route with the fewest bytes (kept as they are, deltas from
+   the local weights, or an anchor and the deltas after it; one-step or merged); every other
    file kept (a file with its content is already there), patched, or downloaded whole.
 3. Download what the plan needs (resumable, retried, rate-limited), each file checked
    against the index's size and sha256 before use.

@@ -27,7 +27,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from compiler.weights.sync.errors import PublishRaced, SourceUnreachable, StoreError
 from compiler.weights.sync.fetch import Fetcher, TokenBucket
+from compiler.weights.sync.merging import merge_chain
 from compiler.weights.sync.patch import PATCH_CAP
 from compiler.weights.sync.publish import TOPS, _write_atomic, refuse_orphans
 from compiler.weights.sync.s3 import S3Access
@@ -61,11 +62,13 @@ class UploadStats:
     resumed_bytes: int = 0  # parts a killed run had sent, not sent again
     kept: int = 0  # already in the bucket with the same content
     base_bytes: int = 0  # the latest anchor, downloaded for the delta (--fetch-base)
+    chain_bytes: int = 0  # one-step deltas downloaded for merging (the cache lacked them)
 
     def to_json(self) -> dict[str, int]:
         return {"uploaded_objects": self.objects, "uploaded_bytes": self.bytes_sent,
                 "upload_resumed_bytes": self.resumed_bytes, "objects_kept": self.kept,
-                "base_downloaded_bytes": self.base_bytes}  # fmt: skip
+                "base_downloaded_bytes": self.base_bytes,
+                "chain_downloaded_bytes": self.chain_bytes}  # fmt: skip
 
 
 def client_error(exc: Exception) -> str:
@@ -84,6 +87,9 @@ class S3Store:
     stats: UploadStats = field(default_factory=UploadStats)
     etag: str | None = None  # the index's ETag when it was read; None: there was none
     fetch_base: bool = False  # download the latest anchor when the cache lacks it
+    # One-step deltas back from the latest that merging reads (``merging``): kept in the
+    # cache, and downloaded when it lacks them (0: merging is off).
+    merge_window: int = 0
 
     def __post_init__(self) -> None:
         if not MIN_PART <= self.part_size <= MAX_PART:
@@ -160,21 +166,26 @@ class S3Store:
         if not all(_has(store, f) for f in latest.anchor):
             shutil.rmtree(store / "anchors" / str(latest.number), ignore_errors=True)
             if self.fetch_base:
-                self._fetch_anchor(store, latest.anchor)
+                self.stats.base_bytes += self._fetch(store, latest.anchor)
+        chain = [f for f in merge_chain(index, self.merge_window) if not _has(store, f)]
+        self.stats.chain_bytes += self._fetch(store, chain)
 
-    def _fetch_anchor(self, store: Path, anchor: tuple[StoredFile, ...]) -> None:
-        """The latest anchor into the cache, by the sync's fetcher: resumable, verified."""
+    def _fetch(self, store: Path, files: Sequence[StoredFile]) -> int:
+        """``files`` into the cache, by the sync's fetcher (resumable, verified); their
+        bytes."""
+        if not files:
+            return 0
         fetcher = Fetcher(self.access.http_base, self.rate_bits_per_second, s3=self.access)
         downloads = store / DOWNLOADS
         try:
-            for f in anchor:
+            for f in files:
                 got = fetcher.download(f, downloads)
                 (store / f.path).parent.mkdir(parents=True, exist_ok=True)
                 got.replace(store / f.path)
-                self.stats.base_bytes += f.size
         finally:
             fetcher.close()
         shutil.rmtree(downloads, ignore_errors=True)
+        return sum(f.size for f in files)
 
     def _fetch_small(self, store: Path, f: StoredFile, cap: int) -> None:
         if _has(store, f):
@@ -211,7 +222,7 @@ class S3Store:
             self._call("delete", self.client.delete_objects,
                        Delete={"Objects": batch, "Quiet": True})  # fmt: skip
         _write_atomic(store / INDEX, data)
-        _trim_cache(store, new)
+        _trim_cache(store, new, self.merge_window)
         return gone
 
     def _put_index(self, store: Path, data: bytes, created: dict[str, str]) -> None:
@@ -360,11 +371,13 @@ def _has(store: Path, f: StoredFile) -> bool:
     return h.hexdigest() == f.sha256
 
 
-def _trim_cache(store: Path, index: Index) -> None:
-    """Keep in the cache only what the next publish reads: the index and the latest
-    generation's anchor and small files; the rest is in the bucket."""
+def _trim_cache(store: Path, index: Index, merge_window: int) -> None:
+    """Keep in the cache only what the next publish reads: the index, the latest
+    generation's anchor and small files, and the one-step deltas merging reads; the rest
+    is in the bucket."""
     latest = index.generations[index.latest]
     keep = {f.path for f in latest.anchor} | {f.stored.path for f in latest.files}
+    keep |= {f.path for f in merge_chain(index, merge_window)}
     for path in _files(store):
         if path.relative_to(store).as_posix() not in keep:
             path.unlink()

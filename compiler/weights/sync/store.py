@@ -6,7 +6,8 @@ store)::
 
     index.json                      written last and atomically
     manifests/<G>.json              the weights manifest of generation G
-    deltas/<F>-<G>.delta            the weights, from the previous published generation F
+    deltas/<F>-<G>.delta            the weights, from the previous published generation F;
+                                    for the latest G also merged deltas from older F
     anchors/<G>/<file>...           a full copy of generation G's weights
     files/<sha256>                  every other file, by content: stored once, whatever
                                     its name and however many generations hold it
@@ -15,13 +16,15 @@ store)::
 The index maps each generation to its directory digest and size, its weights (their
 checkpoint digest and file names), its other files (name, size, sha256, and a patch
 from the previous generation's file of that name where one is smaller), its manifest,
-delta and anchor. Every path, name and number in it is checked before it is used, and
-each generation's digest is recomputed from what it lists: the index comes over the
-network.
+delta and anchor, and for the latest its merged deltas (``merged``: optional, each from
+an older generation straight to it). Every path, name and number in it is checked before
+it is used, and each generation's digest is recomputed from what it lists: the index
+comes over the network.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 from dataclasses import dataclass
@@ -39,6 +42,7 @@ INDEX_CAP = 64 << 20
 MAX_GENERATIONS = 100_000
 MAX_FILES = 100_000
 MAX_GENERATION = 10**15
+MAX_MERGED = 4096  # merged deltas into one generation
 _HEX = "[0-9a-f]{64}"
 _SEGMENT = r"(?!\.\.?(?:/|$))[A-Za-z0-9._-]+"  # not '.' or '..'
 _PATH = re.compile(
@@ -72,6 +76,14 @@ class Delta:
     file: StoredFile
     base_digest: str  # weights (checkpoint) digests
     target_digest: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from": self.base,
+            **self.file.to_json(),
+            "base_digest": self.base_digest,
+            "target_digest": self.target_digest,
+        }
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,7 @@ class Generation:
     manifest: StoredFile
     delta: Delta | None
     anchor: tuple[StoredFile, ...]  # empty: no anchor
+    merged: tuple[Delta, ...] = ()  # straight from older generations (docs/weight-sync.md)
 
     @property
     def anchor_size(self) -> int:
@@ -137,6 +150,7 @@ class Generation:
     def stored(self) -> list[StoredFile]:
         """Every store file this generation names."""
         out = [self.manifest, *([self.delta.file] if self.delta else []), *self.anchor]
+        out += [m.file for m in self.merged]
         for f in self.files:
             out.append(f.stored)
             if f.patch is not None:
@@ -144,7 +158,7 @@ class Generation:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "generation": self.number,
             "digest": self.digest,
             "size": self.size,
@@ -155,16 +169,12 @@ class Generation:
             },
             "files": [f.to_json() for f in self.files],
             "manifest": self.manifest.to_json(),
-            "delta": None
-            if self.delta is None
-            else {
-                "from": self.delta.base,
-                **self.delta.file.to_json(),
-                "base_digest": self.delta.base_digest,
-                "target_digest": self.delta.target_digest,
-            },
+            "delta": None if self.delta is None else self.delta.to_json(),
             "anchor": [f.to_json() for f in self.anchor] or None,
         }
+        if self.merged:  # omitted when empty: indexes stay as they were without merges
+            out["merged"] = [m.to_json() for m in self.merged]
+        return out
 
 
 @dataclass(frozen=True)
@@ -276,6 +286,23 @@ def _delta(v: object, number: int, where: str) -> Delta:
     return delta
 
 
+def _merged(v: object, number: int, delta: Delta | None, where: str) -> tuple[Delta, ...]:
+    """Merged deltas: each from its own older generation, at ``deltas/<F>-<G>.delta``."""
+    if v is None:
+        return ()
+    out = tuple(
+        _delta(m, number, f"{where}[{i}]") for i, m in enumerate(_list(v, where, MAX_MERGED))
+    )
+    seen = {delta.base} if delta is not None else set()
+    for i, m in enumerate(out):
+        if m.base in seen:
+            raise StoreError(f"{where}[{i}].from: a second delta from generation {m.base}")
+        seen.add(m.base)
+        if m.file.path != f"deltas/{m.base}-{number}.delta":
+            raise StoreError(f"{where}[{i}].path: must be deltas/{m.base}-{number}.delta")
+    return out
+
+
 def _generation(v: object, where: str) -> Generation:
     d = _obj(v, where)
     number = _int(d.get("generation"), f"{where}.generation", MAX_GENERATION)
@@ -294,6 +321,7 @@ def _generation(v: object, where: str) -> Generation:
     if anchor and sorted(f.name for f in anchor) != sorted(weights.names):
         raise StoreError(f"{where}.anchor: must hold exactly the weights files")
     delta = None if d.get("delta") is None else _delta(d["delta"], number, f"{where}.delta")
+    merged = _merged(d.get("merged"), number, delta, f"{where}.merged")
     gen = Generation(
         number=number,
         digest=_str(d.get("digest"), _HEX32, f"{where}.digest", "digest"),
@@ -303,9 +331,11 @@ def _generation(v: object, where: str) -> Generation:
         manifest=_file(d.get("manifest"), f"{where}.manifest"),
         delta=delta,
         anchor=anchor,
+        merged=merged,
     )
-    if delta is not None and delta.target_digest != weights.digest:
-        raise StoreError(f"{where}.delta.target_digest: differs from the weights' digest")
+    for what, dl in [("delta", delta), *((f"merged[{i}]", m) for i, m in enumerate(merged))]:
+        if dl is not None and dl.target_digest != weights.digest:
+            raise StoreError(f"{where}.{what}.target_digest: differs from the weights' digest")
     expect = dir_digest(weights.digest, weights.names, ((f.name, f.size, f.sha256) for f in files))
     if gen.digest != expect:
         raise StoreError(f"{where}.digest: {gen.digest}, but what it lists has {expect}")
@@ -343,12 +373,12 @@ def parse_index(raw: bytes, where: str) -> Index:
             raise StoreError(f"{where}: generation {gen.number} is listed twice")
         gens[gen.number] = gen
     for gen in gens.values():
-        if gen.delta is not None:
-            base = gens.get(gen.delta.base)
-            if base is not None and base.weights.digest != gen.delta.base_digest:
+        for dl in [*([gen.delta] if gen.delta else []), *gen.merged]:
+            base = gens.get(dl.base)
+            if base is not None and base.weights.digest != dl.base_digest:
                 raise StoreError(
-                    f"{where}: the delta of generation {gen.number} is for another base "
-                    f"than generation {base.number}"
+                    f"{where}: the delta {dl.file.path} of generation {gen.number} is for "
+                    f"another base than generation {base.number}"
                 )
     index = Index(chunk, gens)
     if d.get("latest") != index.latest:
@@ -362,14 +392,34 @@ def parse_index(raw: bytes, where: str) -> Index:
 
 
 @dataclass(frozen=True)
+class Step:
+    """One delta of a route: it rebuilds ``generation``'s weights."""
+
+    generation: Generation
+    delta: Delta
+
+    @property
+    def number(self) -> int:
+        return self.generation.number
+
+    @property
+    def weights(self) -> WeightsInfo:
+        return self.generation.weights
+
+    @property
+    def merged(self) -> bool:
+        return self.delta is not self.generation.delta
+
+
+@dataclass(frozen=True)
 class Route:
     """How to reach a generation's weights: keep the local ones, or an optional anchor to
-    download, then deltas in order."""
+    download, then deltas in order (one-step or merged)."""
 
     target: int
     start: int | None  # the generation the deltas start from (the anchor's, or the current)
     anchor: Generation | None
-    deltas: tuple[Generation, ...]  # generations whose deltas are applied, oldest first
+    deltas: tuple[Step, ...]  # applied in order
     reason: str = ""
 
     @property
@@ -380,54 +430,92 @@ class Route:
     @property
     def nbytes(self) -> int:
         anchor = self.anchor.anchor_size if self.anchor else 0
-        return anchor + sum(g.delta.file.size for g in self.deltas if g.delta)
+        return anchor + sum(s.delta.file.size for s in self.deltas)
 
     def describe(self) -> str:
         if self.keeps_local:
             return "weights unchanged"
-        steps = " -> ".join(str(g.number) for g in self.deltas)
+        steps = " -> ".join(str(s.number) for s in self.deltas)
         chain = f"{len(self.deltas)} delta(s) {self.start} -> {steps}" if self.deltas else ""
+        merged = [f"{s.delta.base}-{s.number}" for s in self.deltas if s.merged]
+        if merged:
+            chain += f" (merged {', '.join(merged)})"
         if self.anchor is None:
             return f"chain of {chain}"
         head = f"anchor {self.anchor.number}"
         return f"{head} + {chain}" if chain else head
 
 
-def _walk_back(index: Index, target: int) -> list[Generation]:
-    """The target, then each generation its delta starts from, while the index has it."""
-    out = [index.generations[target]]
-    while (d := out[-1].delta) is not None and d.base in index.generations:
-        out.append(index.generations[d.base])
-        if len(out) > len(index.generations):
-            raise StoreError(f"{INDEX}: the deltas before generation {target} form a loop")
+def _edges(index: Index, merged: bool) -> dict[int, list[Step]]:
+    """The deltas out of each generation whose weights the index lists."""
+    out: dict[int, list[Step]] = {}
+    for gen in index.generations.values():
+        for dl in [*([gen.delta] if gen.delta else []), *(gen.merged if merged else ())]:
+            if dl.base in index.generations:
+                out.setdefault(dl.base, []).append(Step(gen, dl))
     return out
 
 
-def plan_route(index: Index, weights: str | None, target: int) -> Route:
+_Starts = dict[int, tuple[int, Generation | None]]  # generation -> bytes, anchor fetched
+
+
+def _cheapest(index: Index, starts: _Starts, target: int, merged: bool) -> Route | None:
+    """Dijkstra over the deltas from ``starts`` (generation -> bytes to hold its weights,
+    and the anchor fetched for it): the route with the fewest bytes, then fewest deltas."""
+    edges = _edges(index, merged)
+    heap = [(cost, 0, g) for g, (cost, _) in starts.items()]
+    heapq.heapify(heap)
+    best: dict[int, tuple[int, int]] = {g: (c, 0) for g, (c, _) in starts.items()}
+    came: dict[int, Step] = {}
+    while heap:
+        cost, hops, g = heapq.heappop(heap)
+        if (cost, hops) > best[g]:
+            continue
+        if g == target:
+            break
+        for step in edges.get(g, ()):
+            key = (cost + step.delta.file.size, hops + 1)
+            if key < best.get(step.number, (1 << 62, 0)):
+                best[step.number] = key
+                came[step.number] = step
+                heapq.heappush(heap, (*key, step.number))
+    if target not in best:
+        return None
+    path: list[Step] = []
+    g = target
+    while g in came:  # set only where a delta beat every way known before, a start's too
+        path.append(came[g])
+        g = came[g].delta.base
+    return Route(target, g, starts[g][1], tuple(reversed(path)))
+
+
+def plan_route(index: Index, weights: str | None, target: int, *, merged: bool = True) -> Route:
     """The fewest weight bytes to download to reach ``target``'s weights from the local
-    weights with checkpoint digest ``weights`` (None: none usable)."""
+    weights with checkpoint digest ``weights`` (None: none usable), over one-step deltas,
+    merged deltas (unless ``merged`` is False) and anchors."""
     if target not in index.generations:
         raise StoreError(
             f"generation {target} is not published in the store (latest is {index.latest})"
         )
     if weights is not None and index.generations[target].weights.digest == weights:
         return Route(target, target, None, (), "weights unchanged: 0 bytes")
-    walk = _walk_back(index, target)
+    gens = index.generations.values()
+    local: _Starts = {g.number: (0, None) for g in gens if g.weights.digest == weights}
+    anchored: _Starts = {g.number: (g.anchor_size, g) for g in gens if g.anchor}
     candidates: list[Route] = []
-    for i, gen in enumerate(walk):
-        deltas = tuple(reversed(walk[:i]))
-        if weights is not None and gen.weights.digest == weights:
-            candidates.append(Route(target, gen.number, None, deltas))
-        if gen.anchor:
-            candidates.append(Route(target, gen.number, gen, deltas))
+    for starts in (local, anchored):
+        route = _cheapest(index, starts, target, merged)
+        if route is not None:
+            candidates.append(route)
     if not candidates:
         raise StoreError(
             f"generation {target} cannot be reached: no anchor, and no delta chain from the "
             "weights the standby holds"
         )
-    best = min(candidates, key=lambda r: (r.nbytes, len(r.deltas)))
-    others = sorted((r for r in candidates if r is not best), key=lambda r: r.nbytes)
+    candidates.sort(key=lambda r: (r.nbytes, len(r.deltas)))
+    best = candidates[0]
     why = f"{best.describe()}: {best.nbytes} bytes"
-    if others:
-        why += f", cheapest; next best {others[0].describe()}: {others[0].nbytes} bytes"
+    if len(candidates) > 1:
+        other = candidates[1]
+        why += f", cheapest; next best {other.describe()}: {other.nbytes} bytes"
     return Route(best.target, best.start, best.anchor, best.deltas, why)
