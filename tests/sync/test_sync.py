@@ -116,6 +116,12 @@ def test_interrupted_download_resumes(
     got_before = kill_at(proc, partial, size // 4)
     assert size // 4 <= got_before < size
     assert not (weights / "hot/llama-7b").exists()  # nothing swapped in
+    # nginx logs the killed request once it notices the connection is gone: wait for that
+    # line, so it is not taken for the resumed one.
+    deadline = time.monotonic() + 10
+    while not any(e["uri"].startswith("/anchors/") for e in nginx.log()):
+        assert time.monotonic() < deadline, "nginx never logged the killed download"
+        time.sleep(0.05)
     nginx.clear_log()
     code, doc, err = _sync(cmd)
     assert code == 0, err
