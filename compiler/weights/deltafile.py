@@ -396,7 +396,7 @@ def _tensor(v: object, cur: _Cursor, chunk: int, where: str) -> TensorDelta:
                        source, whole, tuple(ops))  # fmt: skip
 
 
-PARAMS = {SPARSE: 3, SPARSE_PLANES: 2}  # parameters per op; the others take none
+PARAMS = {SPARSE: 3, SPARSE_PLANES: 3}  # parameters per op; the others take none
 
 
 def _chunk(
@@ -416,12 +416,9 @@ def _chunk(
     params = tuple(_int(p, f"{where}.params") for p in v[2:])
     if len(params) != PARAMS.get(op, 0):
         raise DeltaError(f"{where}: op {op!r} takes {PARAMS.get(op, 0)} parameters")
-    if op in PARAMS:
-        # count of changed elements, gap width (and, for zstd sparse, the gaps' frame length)
-        count, gw = params[:2]
-        if not 0 < count <= n // width or gw not in GAP_WIDTHS or not length:
-            raise DeltaError(f"{where}: bad sparse parameters {list(params)}")
-        if op == SPARSE and not 0 < params[2] < length:
+    if op in (SPARSE, SPARSE_PLANES):
+        count, gw, glen = params  # changed elements, gap width, the gaps' zstd frame length
+        if not 0 < count <= n // width or gw not in GAP_WIDTHS or not 0 < glen < length:
             raise DeltaError(f"{where}: bad sparse parameters {list(params)}")
     if op == COPY and length:
         raise DeltaError(f"{where}: a copy chunk carries no payload")

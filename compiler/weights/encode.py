@@ -26,7 +26,7 @@ from compiler.weights.safetensors_io import UINT_OF_WIDTH, U8Array
 
 COPY = "c"  # same bytes as the source chunk
 SPARSE = "s"  # gap-encoded positions + XOR'd values, each zstd'd (older deltas)
-SPARSE_PLANES = "sp"  # the same, every byte plane its own Huffman-only deflate stream
+SPARSE_PLANES = "sp"  # the same, each value byte plane a Huffman-only deflate stream
 XOR = "x"  # dense XOR with the source, byte-shuffled, zstd'd
 RAW_Z = "rz"  # the new bytes, byte-shuffled, zstd'd
 RAW = "r"  # the new bytes, stored
@@ -45,10 +45,11 @@ ZSTD_LEVEL = 1  # level 1 keeps diff above 1 GB/s; higher levels gain ~2% size
 # Huffman-coded literals they replace. Its longest minimum match (7) leaves those streams to
 # the entropy coder: 3.38 -> 3.12 bits per changed bf16 value on the RL pair, and faster.
 SPARSE_MIN_MATCH = 7
-# Even so, zstd leaves a sparse chunk 0.7 bits per changed bf16 element above the streams'
-# order-0 entropy. Deflate can skip matching altogether: Huffman-only coding of each byte plane
-# (run-length for planes that are mostly zero, such as the high bytes) comes within 0.1 bit of
-# it: 1.31 -> 1.24 B per changed element on the RL pair, at about the same speed.
+# Even so, zstd leaves the values 0.6 bits per changed bf16 element above their order-0
+# entropy (2.73 bits). Deflate can skip matching altogether: Huffman-only coding of each value
+# byte plane (run-length for planes that are mostly zero, such as the high bytes) comes within
+# 0.1 bit of it: 1.31 -> 1.24 B per changed element on the RL pair. The gaps gain little from
+# it (6.99 -> 6.88 bits, entropy 6.82) and stay with zstd, which is four times faster.
 DEFLATE_MEM_LEVEL = 8  # 16 Ki symbols per block; level 9 only doubles the set-up time
 
 
@@ -112,8 +113,19 @@ class Encoder:
     def raw(self, new: U8Array, width: int) -> Encoded:
         return _raw(self._z, new, width)
 
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._side is None:
+            self._side = ThreadPoolExecutor(1, thread_name_prefix="standbyc-encode")
+        return self._side
+
     def delta(self, old: U8Array, new: U8Array, width: int) -> Encoded:
         """Smallest lossless encoding of ``new`` given ``old`` (same length)."""
+        return self.delta_later(old, new, width).result()
+
+    def delta_later(self, old: U8Array, new: U8Array, width: int) -> Future[Encoded]:
+        """``delta``, but a sparse chunk's values are compressed on a side thread while the
+        caller scans the next chunk (deflate releases the GIL). ``old`` and ``new`` are no
+        longer read once this returns."""
         n = len(new)
         kind = UINT_OF_WIDTH[width]
         ow, nw = old.view(kind), new.view(kind)
@@ -125,17 +137,19 @@ class Encoder:
         idx = np.flatnonzero(mask)
         nnz = len(idx)
         if nnz == 0:
-            return Encoded(COPY, b"")
+            return _ready(Encoded(COPY, b""))
+        if nnz * 4 <= elems:  # only the sparse form can win (see the module docstring)
+            parts = self._sparse_parts(idx, np.bitwise_xor(ow.take(idx), nw.take(idx)), width)
+            return self._pool().submit(_sparse_planes, *parts)
         best: Encoded | None = None
         if nnz * (width + 1) < n:
-            best = self._sparse_planes(idx, np.bitwise_xor(ow.take(idx), nw.take(idx)), width)
+            values = np.bitwise_xor(ow.take(idx), nw.take(idx))
+            best = _sparse_planes(*self._sparse_parts(idx, values, width))
         raw: Future[Encoded] | None = None
         if nnz * 2 > elems:
             # Dense change: compressing NEW as is competes with XOR. zstd releases the
             # GIL and is compute-bound, so the two compressions run side by side.
-            if self._side is None:
-                self._side = ThreadPoolExecutor(1, thread_name_prefix="standbyc-encode")
-            raw = self._side.submit(_raw, self._z_side, new, width)
+            raw = self._pool().submit(_raw, self._z_side, new, width)
         if best is None or nnz * 4 > elems:
             x = self._xor[:n]
             np.bitwise_xor(old, new, out=x)
@@ -146,7 +160,7 @@ class Encoder:
             cand = raw.result()
             if len(cand.payload) < len(best.payload):
                 best = cand
-        return best
+        return _ready(best)
 
     def encode(self, op: str, old: U8Array, new: U8Array, width: int) -> Encoded:
         """``new`` given ``old`` in the named op, whether or not it is the smallest."""
@@ -163,7 +177,7 @@ class Encoder:
             values = np.bitwise_xor(ow.take(idx), nw.take(idx))
             if op == SPARSE:
                 return self._sparse(idx, values, width)
-            return self._sparse_planes(idx, values, width)
+            return _sparse_planes(*self._sparse_parts(idx, values, width))
         if op == XOR:
             return Encoded(XOR, self._zc(shuffle(np.bitwise_xor(old, new), width)))
         if op == RAW_Z:
@@ -180,14 +194,24 @@ class Encoder:
         v = self._zs(shuffle(np.ascontiguousarray(values).view(np.uint8), width))
         return Encoded(SPARSE, g + v, (len(idx), gw, len(g)))
 
-    def _sparse_planes(
+    def _sparse_parts(
         self, idx: npt.NDArray[np.intp], values: npt.NDArray[np.generic], width: int
-    ) -> Encoded:
+    ) -> tuple[bytes, U8Array, tuple[int, ...]]:
+        """The gaps' zstd frame, the values' byte planes (still to deflate) and the params."""
         gw, gaps = _gaps(idx)
-        planes = np.concatenate(
-            (shuffle(gaps, gw), shuffle(np.ascontiguousarray(values).view(np.uint8), width))
-        ).reshape(gw + width, len(idx))
-        return Encoded(SPARSE_PLANES, b"".join(map(_deflate, planes)), (len(idx), gw))
+        g = self._zs(shuffle(gaps, gw))
+        planes = shuffle(np.ascontiguousarray(values).view(np.uint8), width).reshape(width, -1)
+        return g, planes, (len(idx), gw, len(g))
+
+
+def _sparse_planes(gaps: bytes, planes: U8Array, params: tuple[int, ...]) -> Encoded:
+    return Encoded(SPARSE_PLANES, gaps + b"".join(map(_deflate, planes)), params)
+
+
+def _ready(e: Encoded) -> Future[Encoded]:
+    done: Future[Encoded] = Future()
+    done.set_result(e)
+    return done
 
 
 def _gaps(idx: npt.NDArray[np.intp]) -> tuple[int, U8Array]:
@@ -290,12 +314,15 @@ class Decoder:
     def _patch_planes(
         self, payload: memoryview, params: tuple[int, ...], out: U8Array, width: int, where: str
     ) -> None:
-        count, gw = params
-        if not 0 < count <= len(out) // width or gw not in GAP_WIDTHS:
+        count, gw, glen = params
+        if (
+            not 0 < count <= len(out) // width
+            or gw not in GAP_WIDTHS
+            or not 0 < glen < len(payload)
+        ):
             raise DeltaError(f"{where}: bad sparse parameters {list(params)}")
-        planes = inflate_planes(payload, count, gw + width, where)
-        gaps = unshuffle(planes[: count * gw], gw)
-        vals = unshuffle(planes[count * gw :], width)
+        gaps = unshuffle(self.unzstd(payload[:glen], count * gw, where), gw)
+        vals = unshuffle(inflate_planes(payload[glen:], count, width, where), width)
         _scatter(gaps, vals, out, gw=gw, width=width, where=where)
 
 

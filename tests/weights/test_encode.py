@@ -6,6 +6,7 @@ import zlib
 
 import numpy as np
 import pytest
+import zstandard
 
 from compiler.weights.encode import (
     ABSOLUTE_OPS,
@@ -123,52 +124,60 @@ def test_a_random_rewrite_is_stored_raw() -> None:
     assert e.op == RAW and e.payload == new.tobytes()
 
 
-def _streams(planes: list[bytes]) -> bytes:
-    out = b""
+def _payload(gaps: bytes, planes: list[bytes]) -> tuple[bytes, int]:
+    """A sparse-planes payload by hand: zstd'd gaps, then one raw deflate stream per plane."""
+    g = zstandard.ZstdCompressor(level=1).compress(gaps)
+    out = g
     for p in planes:
         z = zlib.compressobj(1, zlib.DEFLATED, -15)
         out += z.compress(p) + z.flush()
-    return out
+    return out, len(g)
+
+
+GOOD = _payload(b"\x03\x00", [b"\x01\x02", b"\x00\x80"])
 
 
 @pytest.mark.parametrize(
     ("payload", "params", "message"),
     [
-        (_streams([b"\x00\x01"]), (2, 1), "deflate stream 1 does not hold exactly 2 bytes"),
-        (_streams([b"\x00\x01", b"\x01", b"\x00\x00"]), (2, 1),
+        (_payload(b"\x03\x00", [b"\x01\x02"]), (2, 1),
          "deflate stream 1 does not hold exactly 2 bytes"),
-        (_streams([b"\x00\x01", b"\x01\x00\x07", b"\x00\x00"]), (2, 1),
+        (_payload(b"\x03\x00", [b"\x01\x02", b"\x00"]), (2, 1),
          "deflate stream 1 does not hold exactly 2 bytes"),
-        (_streams([b"\x00\x01", b"\x01\x02", b"\x00\x00"]) + b"\x00", (2, 1),
-         "1 bytes after the last deflate stream"),
-        (b"\xff" * 12, (2, 1), "corrupt deflate stream 0: Error -3 while decompressing data: "
-         "invalid block type"),
-        (_streams([b"\x00\x3f", b"\x01\x02", b"\x00\x00"]), (2, 1),
+        (_payload(b"\x03\x00", [b"\x01\x02\x07", b"\x00\x80"]), (2, 1),
+         "deflate stream 0 does not hold exactly 2 bytes"),
+        ((GOOD[0] + b"\x00", GOOD[1]), (2, 1), "1 bytes after the last deflate stream"),
+        ((GOOD[0][: GOOD[1]] + b"\xff" * 12, GOOD[1]), (2, 1),
+         "corrupt deflate stream 0: Error -3 while decompressing data: invalid block type"),
+        (_payload(b"\x00\x3f", [b"\x01\x02", b"\x00\x80"]), (2, 1),
          "sparse position 64 out of range for 64 elements"),
-        (_streams([b"\x00\x40", b"\x01\x02", b"\x00\x00"]), (2, 1),
+        (_payload(b"\x00\x40", [b"\x01\x02", b"\x00\x80"]), (2, 1),
          "sparse position out of range"),
-        (_streams([b"\x00\x01", b"\x01\x02", b"\x00\x00"]), (0, 1),
-         "bad sparse parameters [0, 1]"),
-        (_streams([b"\x00\x01", b"\x01\x02", b"\x00\x00"]), (2, 3),
-         "bad sparse parameters [2, 3]"),
+        (_payload(b"\x03\x00\x00", [b"\x01\x02", b"\x00\x80"]), (2, 1),
+         "zstd frame declares 3 bytes, expected 2"),
+        (GOOD, (0, 1), "bad sparse parameters [0, 1, {glen}]"),
+        (GOOD, (65, 1), "bad sparse parameters [65, 1, {glen}]"),
+        (GOOD, (2, 3), "bad sparse parameters [2, 3, {glen}]"),
     ],
 )  # fmt: skip
 def test_corrupt_sparse_planes_are_refused(
-    payload: bytes, params: tuple[int, ...], message: str
+    payload: tuple[bytes, int], params: tuple[int, int], message: str
 ) -> None:
+    data, glen = payload
     old = np.zeros(128, dtype=np.uint8)
     with pytest.raises(DeltaError) as err:
-        Decoder().decode(SPARSE_PLANES, payload=memoryview(payload), params=params, old=old,
-                         out=old.copy(), width=2, where="w")  # fmt: skip
-    assert str(err.value) == f"w: {message}"
+        Decoder().decode(SPARSE_PLANES, payload=memoryview(data), params=(*params, glen),
+                         old=old, out=old.copy(), width=2, where="w")  # fmt: skip
+    assert str(err.value) == f"w: {message.format(glen=glen)}"
 
 
 def test_sparse_planes_byte_layout() -> None:
-    """Gaps' byte planes, then the values' byte planes: one raw deflate stream each."""
+    """The gaps (uint8: 3, 0) as a zstd frame, then the values' low and high byte planes
+    as one raw deflate stream each."""
     old = np.zeros(128, dtype=np.uint8)
-    payload = _streams([b"\x03\x00", b"\x01\x02", b"\x00\x80"])
+    payload, glen = GOOD
     out = old.copy()
-    Decoder().decode(SPARSE_PLANES, payload=memoryview(payload), params=(2, 1), old=old,
+    Decoder().decode(SPARSE_PLANES, payload=memoryview(payload), params=(2, 1, glen), old=old,
                      out=out, width=2, where="w")  # fmt: skip
     elems = out.view(np.uint16)
     assert elems[3] == 0x0001 and elems[4] == 0x8002

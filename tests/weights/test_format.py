@@ -20,7 +20,7 @@ HEADER = (
     b'"format":"standbyc-weights-delta","target":{"digest":"0bca91bd78d9c53af462bfc443e21b38",'
     b'"files":[{"header":{"len":98,"size":128},"header_xxh128":"eddc77cd387f1d09a6f9c06f09f42006",'
     b'"name":"","size":260,"tensors":["a","c"]}],"index":null,"sharded":false,"size":260},'
-    b'"tensors":[{"chunks":[["sp",9,1,1]],"dtype":"BF16","name":"a","nbytes":128,"shape":[64],'
+    b'"tensors":[{"chunks":[["sp",16,1,1,10]],"dtype":"BF16","name":"a","nbytes":128,"shape":[64],'
     b'"source":{"name":"a","nbytes":128,"xxh128":"624efdb6446b9f5e130261873ecf4804"},'
     b'"xxh128":"842d3340148eadbb0e866d847e28246a"},{"chunks":"copy","dtype":"U8","name":"c",'
     b'"nbytes":4,"shape":[4],"source":{"name":"b","nbytes":4,'
@@ -65,7 +65,7 @@ def test_tiny_delta_is_byte_exact(tiny: tuple[Path, Path, bytes]) -> None:
     magic, version, reserved, flags, hlen, plen, hhash, phash = PREAMBLE.unpack(raw[:64])
     assert (magic, version, reserved, flags) == (b"SBYDELTA", 1, 0, 0)
     assert raw[64 : 64 + hlen] == HEADER
-    assert (hlen, plen, len(raw)) == (len(HEADER), 107, 64 + len(HEADER) + 107)
+    assert (hlen, plen, len(raw)) == (len(HEADER), 114, 64 + len(HEADER) + 114)
     assert hhash == xxhash.xxh3_128_digest(HEADER)
     payload = raw[64 + hlen :]
     assert phash == xxhash.xxh3_128_digest(payload)
@@ -74,15 +74,15 @@ def test_tiny_delta_is_byte_exact(tiny: tuple[Path, Path, bytes]) -> None:
     prefix = z.decompress(payload[:98])
     assert prefix[:8] == (120).to_bytes(8, "little") and prefix[8:9] == b"{"
     sparse = payload[98:]
-    assert sparse == bytes.fromhex("d30000930100130200")
-    # One raw deflate stream per byte plane: the gap of 40 (one uint8 plane), then the
-    # XOR of 40 and 0x1234, 0x121C, as its low and its high byte.
+    assert sparse == bytes.fromhex("28b52ffd200109000028930100130200")
+    assert z.decompress(sparse[:10]) == bytes([40])  # one gap of 40 (uint8)
+    # XOR of 40 and 0x1234 is 0x121C: its low, then its high byte, each a raw deflate stream.
     planes = []
-    for k in range(3):
+    for k in range(2):
         d = zlib.decompressobj(-15)
-        planes.append(d.decompress(sparse[3 * k : 3 * k + 3]))
+        planes.append(d.decompress(sparse[10 + 3 * k : 13 + 3 * k]))
         assert d.eof and not d.unused_data
-    assert planes == [bytes([40]), bytes([0x1C]), bytes([0x12])]
+    assert planes == [bytes([0x1C]), bytes([0x12])]
 
 
 def test_tiny_delta_applies(tiny: tuple[Path, Path, bytes], tmp_path: Path) -> None:
