@@ -89,11 +89,9 @@ class Encoder:
 
     def __init__(self, chunk: int, level: int = ZSTD_LEVEL) -> None:
         self._z = zstandard.ZstdCompressor(level=level)
-        self._z_sparse = zstandard.ZstdCompressor(
-            compression_params=zstandard.ZstdCompressionParameters.from_level(
-                level, min_match=SPARSE_MIN_MATCH
-            )
-        )
+        sparse = zstandard.ZstdCompressionParameters.from_level(level, min_match=SPARSE_MIN_MATCH)
+        self._z_sparse = zstandard.ZstdCompressor(compression_params=sparse)
+        self._z_sparse_side = zstandard.ZstdCompressor(compression_params=sparse)  # side thread
         self._z_side = zstandard.ZstdCompressor(level=level)  # used by the side thread only
         self._side: ThreadPoolExecutor | None = None
         self._mask = np.empty(chunk, dtype=np.bool_)
@@ -139,12 +137,12 @@ class Encoder:
         if nnz == 0:
             return _ready(Encoded(COPY, b""))
         if nnz * 4 <= elems:  # only the sparse form can win (see the module docstring)
-            parts = self._sparse_parts(idx, np.bitwise_xor(ow.take(idx), nw.take(idx)), width)
-            return self._pool().submit(_sparse_planes, *parts)
+            parts = _sparse_parts(idx, np.bitwise_xor(ow.take(idx), nw.take(idx)), width)
+            return self._pool().submit(_sparse_planes, self._z_sparse_side, *parts)
         best: Encoded | None = None
         if nnz * (width + 1) < n:
             values = np.bitwise_xor(ow.take(idx), nw.take(idx))
-            best = _sparse_planes(*self._sparse_parts(idx, values, width))
+            best = _sparse_planes(self._z_sparse, *_sparse_parts(idx, values, width))
         raw: Future[Encoded] | None = None
         if nnz * 2 > elems:
             # Dense change: compressing NEW as is competes with XOR. zstd releases the
@@ -177,7 +175,7 @@ class Encoder:
             values = np.bitwise_xor(ow.take(idx), nw.take(idx))
             if op == SPARSE:
                 return self._sparse(idx, values, width)
-            return _sparse_planes(*self._sparse_parts(idx, values, width))
+            return _sparse_planes(self._z_sparse, *_sparse_parts(idx, values, width))
         if op == XOR:
             return Encoded(XOR, self._zc(shuffle(np.bitwise_xor(old, new), width)))
         if op == RAW_Z:
@@ -194,18 +192,20 @@ class Encoder:
         v = self._zs(shuffle(np.ascontiguousarray(values).view(np.uint8), width))
         return Encoded(SPARSE, g + v, (len(idx), gw, len(g)))
 
-    def _sparse_parts(
-        self, idx: npt.NDArray[np.intp], values: npt.NDArray[np.generic], width: int
-    ) -> tuple[bytes, U8Array, tuple[int, ...]]:
-        """The gaps' zstd frame, the values' byte planes (still to deflate) and the params."""
-        gw, gaps = _gaps(idx)
-        g = self._zs(shuffle(gaps, gw))
-        planes = shuffle(np.ascontiguousarray(values).view(np.uint8), width).reshape(width, -1)
-        return g, planes, (len(idx), gw, len(g))
+
+def _sparse_parts(
+    idx: npt.NDArray[np.intp], values: npt.NDArray[np.generic], width: int
+) -> tuple[int, U8Array, U8Array]:
+    """Gap width, shuffled gaps and the values' byte planes: what is left to compress."""
+    gw, gaps = _gaps(idx)
+    planes = shuffle(np.ascontiguousarray(values).view(np.uint8), width).reshape(width, -1)
+    return gw, shuffle(gaps, gw), planes
 
 
-def _sparse_planes(gaps: bytes, planes: U8Array, params: tuple[int, ...]) -> Encoded:
-    return Encoded(SPARSE_PLANES, gaps + b"".join(map(_deflate, planes)), params)
+def _sparse_planes(z: zstandard.ZstdCompressor, gw: int, gaps: U8Array, planes: U8Array) -> Encoded:
+    g = z.compress(gaps.data)
+    payload = g + b"".join(map(_deflate, planes))
+    return Encoded(SPARSE_PLANES, payload, (planes.shape[1], gw, len(g)))
 
 
 def _ready(e: Encoded) -> Future[Encoded]:
