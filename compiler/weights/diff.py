@@ -18,8 +18,7 @@ written to the payload are rolled back.
 from __future__ import annotations
 
 import time
-from collections import Counter, deque
-from concurrent.futures import Future
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,38 +225,24 @@ def _chunks(
     f, t = loc.file, loc.info
     hashes: list[bytes] = []
     ops: list[Op] = []
-    # Chunk k's values may still be compressing while chunk k+1 is scanned; written in order.
-    pending: deque[Future[Encoded]] = deque()
-
-    def write_ready(keep: int) -> None:
-        while len(pending) > keep:
-            e = pending.popleft().result()
-            ops.append((e.op, writer.add(e.payload), e.params))
-
     done = 0
     for k, (lo, hi) in enumerate(chunk_spans(t.nbytes, chunk)):
         new = f.view(t.begin + lo, t.begin + hi)
         h = h128(new)
         hashes.append(h)
         if src is not None and src.chunks[k] == h:
-            e: Encoded | Future[Encoded] = Encoded(COPY, b"")
+            e = Encoded(COPY, b"")
         elif old is not None:
             ob = old.info.begin
-            e = enc.delta_later(old.file.view(ob + lo, ob + hi), new, t.width)
+            e = enc.delta(old.file.view(ob + lo, ob + hi), new, t.width)
         else:
             e = enc.raw(new, t.width)  # no source, or only the standby's manifest
-        if isinstance(e, Encoded):
-            write_ready(0)
-            ops.append((e.op, writer.add(e.payload), e.params))
-        else:
-            pending.append(e)
-            write_ready(1)
+        ops.append((e.op, writer.add(e.payload), e.params))
         if hi - done >= WINDOW or hi == t.nbytes:
             f.release(t.begin + done, t.begin + hi)
             if old is not None:
                 old.file.release(old.info.begin + done, old.info.begin + hi)
             done = hi
-    write_ready(0)
     return tensor_hash(hashes), ops
 
 

@@ -40,16 +40,16 @@ assert frozenset(OPS) == RELATIVE_OPS | ABSOLUTE_OPS and not RELATIVE_OPS & ABSO
 GAP_WIDTHS = (1, 2, 4, 8)
 
 ZSTD_LEVEL = 1  # level 1 keeps diff above 1 GB/s; higher levels gain ~2% size
-# A sparse chunk's XOR'd values are a stream of a few short symbols (0x01, 0x03, 0x07 ... for
-# a one-ulp step) that repeat by chance, so zstd's shortest matches cost more bits than the
-# Huffman-coded literals they replace. Its longest minimum match (7) leaves those streams to
-# the entropy coder: 3.38 -> 3.12 bits per changed bf16 value on the RL pair, and faster.
+# zstd for a sparse chunk's streams uses its longest minimum match (7). XOR'd values are a few
+# short symbols (0x01, 0x03, 0x07 ... for a one-ulp step) that repeat by chance, and the
+# shortest matches cost more bits than the Huffman-coded literals they replace: 3.46 -> 3.35
+# bits per changed bf16 value in the ``s`` op on the RL pair. Gaps are unaffected (6.99 bits).
 SPARSE_MIN_MATCH = 7
-# Even so, zstd leaves the values 0.6 bits per changed bf16 element above their order-0
-# entropy (2.73 bits). Deflate can skip matching altogether: Huffman-only coding of each value
-# byte plane (run-length for planes that are mostly zero, such as the high bytes) comes within
-# 0.1 bit of it: 1.31 -> 1.24 B per changed element on the RL pair. The gaps gain little from
-# it (6.99 -> 6.88 bits, entropy 6.82) and stay with zstd, which is four times faster.
+# Even so, zstd leaves the values 0.6 bits above their order-0 entropy (2.76 bits). Deflate
+# can skip matching altogether: Huffman-only coding of each value byte plane (run-length for
+# planes that are mostly zero, such as the high bytes) comes within 0.2 bit of it: 1.31 ->
+# 1.24 B per changed element on the RL pair. The gaps gain little from it (6.99 -> 6.93 bits,
+# entropy 6.82) and stay with zstd, about four times faster here.
 DEFLATE_MEM_LEVEL = 8  # 16 Ki symbols per block; level 9 only doubles the set-up time
 
 
@@ -91,7 +91,6 @@ class Encoder:
         self._z = zstandard.ZstdCompressor(level=level)
         sparse = zstandard.ZstdCompressionParameters.from_level(level, min_match=SPARSE_MIN_MATCH)
         self._z_sparse = zstandard.ZstdCompressor(compression_params=sparse)
-        self._z_sparse_side = zstandard.ZstdCompressor(compression_params=sparse)  # side thread
         self._z_side = zstandard.ZstdCompressor(level=level)  # used by the side thread only
         self._side: ThreadPoolExecutor | None = None
         self._mask = np.empty(chunk, dtype=np.bool_)
@@ -111,19 +110,8 @@ class Encoder:
     def raw(self, new: U8Array, width: int) -> Encoded:
         return _raw(self._z, new, width)
 
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._side is None:
-            self._side = ThreadPoolExecutor(1, thread_name_prefix="standbyc-encode")
-        return self._side
-
     def delta(self, old: U8Array, new: U8Array, width: int) -> Encoded:
         """Smallest lossless encoding of ``new`` given ``old`` (same length)."""
-        return self.delta_later(old, new, width).result()
-
-    def delta_later(self, old: U8Array, new: U8Array, width: int) -> Future[Encoded]:
-        """``delta``, but a sparse chunk's values are compressed on a side thread while the
-        caller scans the next chunk (deflate releases the GIL). ``old`` and ``new`` are no
-        longer read once this returns."""
         n = len(new)
         kind = UINT_OF_WIDTH[width]
         ow, nw = old.view(kind), new.view(kind)
@@ -135,19 +123,18 @@ class Encoder:
         idx = np.flatnonzero(mask)
         nnz = len(idx)
         if nnz == 0:
-            return _ready(Encoded(COPY, b""))
-        if nnz * 4 <= elems:  # only the sparse form can win (see the module docstring)
-            parts = _sparse_parts(idx, np.bitwise_xor(ow.take(idx), nw.take(idx)), width)
-            return self._pool().submit(_sparse_planes, self._z_sparse_side, *parts)
+            return Encoded(COPY, b"")
         best: Encoded | None = None
         if nnz * (width + 1) < n:
             values = np.bitwise_xor(ow.take(idx), nw.take(idx))
-            best = _sparse_planes(self._z_sparse, *_sparse_parts(idx, values, width))
+            best = self._sparse_planes(idx, values, width)
         raw: Future[Encoded] | None = None
         if nnz * 2 > elems:
             # Dense change: compressing NEW as is competes with XOR. zstd releases the
             # GIL and is compute-bound, so the two compressions run side by side.
-            raw = self._pool().submit(_raw, self._z_side, new, width)
+            if self._side is None:
+                self._side = ThreadPoolExecutor(1, thread_name_prefix="standbyc-encode")
+            raw = self._side.submit(_raw, self._z_side, new, width)
         if best is None or nnz * 4 > elems:
             x = self._xor[:n]
             np.bitwise_xor(old, new, out=x)
@@ -158,7 +145,7 @@ class Encoder:
             cand = raw.result()
             if len(cand.payload) < len(best.payload):
                 best = cand
-        return _ready(best)
+        return best
 
     def encode(self, op: str, old: U8Array, new: U8Array, width: int) -> Encoded:
         """``new`` given ``old`` in the named op, whether or not it is the smallest."""
@@ -175,7 +162,7 @@ class Encoder:
             values = np.bitwise_xor(ow.take(idx), nw.take(idx))
             if op == SPARSE:
                 return self._sparse(idx, values, width)
-            return _sparse_planes(self._z_sparse, *_sparse_parts(idx, values, width))
+            return self._sparse_planes(idx, values, width)
         if op == XOR:
             return Encoded(XOR, self._zc(shuffle(np.bitwise_xor(old, new), width)))
         if op == RAW_Z:
@@ -192,26 +179,14 @@ class Encoder:
         v = self._zs(shuffle(np.ascontiguousarray(values).view(np.uint8), width))
         return Encoded(SPARSE, g + v, (len(idx), gw, len(g)))
 
-
-def _sparse_parts(
-    idx: npt.NDArray[np.intp], values: npt.NDArray[np.generic], width: int
-) -> tuple[int, U8Array, U8Array]:
-    """Gap width, shuffled gaps and the values' byte planes: what is left to compress."""
-    gw, gaps = _gaps(idx)
-    planes = shuffle(np.ascontiguousarray(values).view(np.uint8), width).reshape(width, -1)
-    return gw, shuffle(gaps, gw), planes
-
-
-def _sparse_planes(z: zstandard.ZstdCompressor, gw: int, gaps: U8Array, planes: U8Array) -> Encoded:
-    g = z.compress(gaps.data)
-    payload = g + b"".join(map(_deflate, planes))
-    return Encoded(SPARSE_PLANES, payload, (planes.shape[1], gw, len(g)))
-
-
-def _ready(e: Encoded) -> Future[Encoded]:
-    done: Future[Encoded] = Future()
-    done.set_result(e)
-    return done
+    def _sparse_planes(
+        self, idx: npt.NDArray[np.intp], values: npt.NDArray[np.generic], width: int
+    ) -> Encoded:
+        gw, gaps = _gaps(idx)
+        g = self._zs(shuffle(gaps, gw))
+        planes = shuffle(np.ascontiguousarray(values).view(np.uint8), width).reshape(width, -1)
+        payload = g + b"".join(map(_deflate, planes))
+        return Encoded(SPARSE_PLANES, payload, (len(idx), gw, len(g)))
 
 
 def _gaps(idx: npt.NDArray[np.intp]) -> tuple[int, U8Array]:
