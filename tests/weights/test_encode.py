@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 
 import numpy as np
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compiler.weights.encode import (
     ABSOLUTE_OPS,
@@ -182,3 +185,23 @@ def test_sparse_planes_byte_layout() -> None:
     elems = out.view(np.uint16)
     assert elems[3] == 0x0001 and elems[4] == 0x8002
     assert np.count_nonzero(elems) == 2
+
+
+@settings(deadline=None, derandomize=True, max_examples=300)
+@given(
+    cut=st.integers(0, 40),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=3),
+    params=st.tuples(st.integers(0, 70), st.sampled_from([1, 2, 3, 4, 8]), st.integers(0, 40)),
+)
+def test_mutated_sparse_planes_decode_or_are_refused(
+    cut: int, flips: list[tuple[int, int]], params: tuple[int, int, int]
+) -> None:
+    """A mutated payload or parameter list gives a clean DeltaError or bytes, never a crash."""
+    data = bytearray(GOOD[0][: len(GOOD[0]) - cut] if cut < len(GOOD[0]) else b"")
+    for at, bit in flips:
+        if data:
+            data[at % len(data)] ^= bit
+    old = np.zeros(128, dtype=np.uint8)
+    with contextlib.suppress(DeltaError):
+        Decoder().decode(SPARSE_PLANES, payload=memoryview(bytes(data)), params=params,
+                         old=old, out=old.copy(), width=2, where="w")  # fmt: skip
