@@ -20,7 +20,7 @@ from compiler.urls import http_url, is_s3
 from compiler.weights import DEFAULT_EXCLUDES, RELOAD_APIS
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
-from compiler.weights.encode import COPY, RAW, RAW_Z, SPARSE, XOR
+from compiler.weights.encode import COPY, RAW, RAW_Z, SPARSE, SPARSE_PLANES, XOR
 from compiler.weights.errors import VerifyFailed, WeightsError
 from compiler.weights.manifest import Manifest, build_manifest, load_manifest
 from compiler.weights.progress import byte_progress
@@ -106,7 +106,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
-CHUNK_OPS = {COPY: "copied", SPARSE: "sparse", XOR: "xor", RAW: "raw", RAW_Z: "raw (zstd)"}
+CHUNK_OPS = {
+    COPY: "copied", SPARSE: "sparse (zstd)", SPARSE_PLANES: "sparse", XOR: "xor", RAW: "raw",
+    RAW_Z: "raw (zstd)",
+}  # fmt: skip
 
 
 def _counts(counter: dict[str, int]) -> str:

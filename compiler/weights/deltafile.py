@@ -25,7 +25,15 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from compiler.weights.encode import COPY, OPS, RAW, SPARSE
+from compiler.weights.encode import (
+    ABSOLUTE_OPS,
+    COPY,
+    GAP_WIDTHS,
+    OPS,
+    RAW,
+    SPARSE,
+    SPARSE_PLANES,
+)
 from compiler.weights.errors import DeltaError
 from compiler.weights.manifest import MAX_CHUNK, MIN_CHUNK, WINDOW
 from compiler.weights.safetensors_io import (
@@ -382,26 +390,41 @@ def _tensor(v: object, cur: _Cursor, chunk: int, where: str) -> TensorDelta:
             raise DeltaError(f"{where}: {len(entries)} chunk ops for {n_chunks} chunks")
         for k, e in enumerate(entries):
             ops.append(_chunk(e, cur, min(chunk, nbytes - k * chunk), source=source,
-                              nbytes=nbytes, where=f"{where}.chunks[{k}]"))  # fmt: skip
+                              nbytes=nbytes, width=DTYPE_WIDTH[t["dtype"]],
+                              where=f"{where}.chunks[{k}]"))  # fmt: skip
     return TensorDelta(name, t["dtype"], shape, nbytes, _hex(t["xxh128"], f"{where}.xxh128"),
                        source, whole, tuple(ops))  # fmt: skip
 
 
+PARAMS = {SPARSE: 3, SPARSE_PLANES: 3}  # parameters per op; the others take none
+
+
 def _chunk(
-    v: object, cur: _Cursor, n: int, *, source: SourceRef | None, nbytes: int, where: str
+    v: object,
+    cur: _Cursor,
+    n: int,
+    *,
+    source: SourceRef | None,
+    nbytes: int,
+    width: int,
+    where: str,
 ) -> ChunkOp:
     if not isinstance(v, list) or not 2 <= len(v) <= 5 or v[0] not in OPS:
         raise DeltaError(f"{where}: expected [op, length, params...] with op in {list(OPS)}")
     op = v[0]
     length = _int(v[1], f"{where}.length", chunk_bound(n))
     params = tuple(_int(p, f"{where}.params") for p in v[2:])
-    if len(params) != (3 if op == SPARSE else 0):
-        raise DeltaError(f"{where}: op {op!r} takes {3 if op == SPARSE else 0} parameters")
+    if len(params) != PARAMS.get(op, 0):
+        raise DeltaError(f"{where}: op {op!r} takes {PARAMS.get(op, 0)} parameters")
+    if op in (SPARSE, SPARSE_PLANES):
+        count, gw, glen = params  # changed elements, gap width, the gaps' zstd frame length
+        if not 0 < count <= n // width or gw not in GAP_WIDTHS or not 0 < glen < length:
+            raise DeltaError(f"{where}: bad sparse parameters {list(params)}")
     if op == COPY and length:
         raise DeltaError(f"{where}: a copy chunk carries no payload")
     if op == RAW and length != n:
         raise DeltaError(f"{where}: raw chunk of {length} bytes, expected {n}")
-    if op not in (RAW, "rz") and (source is None or source.nbytes != nbytes):
+    if op not in ABSOLUTE_OPS and (source is None or source.nbytes != nbytes):
         raise DeltaError(f"{where}: op {op!r} needs a source tensor of {nbytes} bytes")
     return ChunkOp(op, cur.take(length, where), length, params)
 

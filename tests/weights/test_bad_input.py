@@ -15,6 +15,7 @@ import xxhash
 from compiler.cli import main
 from compiler.weights.apply import apply
 from compiler.weights.deltafile import PREAMBLE
+from compiler.weights.encode import OPS
 from compiler.weights.errors import DeltaError
 from tests.weights.conftest import Pair, sha256
 
@@ -187,12 +188,55 @@ def test_sparse_position_out_of_range_is_caught(
 ) -> None:
     base, delta, raw = setup
 
+    seen: list[tuple[int, int]] = []
+
     def more_changes(doc: dict[str, object]) -> None:
-        doc["tensors"][0]["chunks"][0][2] += 1  # type: ignore[index]
+        op = doc["tensors"][0]["chunks"][0]  # type: ignore[index]
+        assert op[0] == "sp"
+        seen.append((op[2], op[3]))
+        op[2] += 1
 
     delta.write_bytes(rewrite(raw, more_changes))
-    msg = refuse(base, delta, capsys)
-    assert "zstd frame declares" in msg and "'embed.weight' bytes [0, 1048576)" in msg, msg
+    count, gw = seen[0]
+    assert refuse(base, delta, capsys) == (
+        f"{delta}: file (single): tensor 'embed.weight' bytes [0, 1048576): "
+        f"zstd frame declares {count * gw} bytes, expected {(count + 1) * gw}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "why"),
+    [
+        ([0, 2, 100], "no changed element"),
+        ([524289, 2, 100], "more changes than the chunk's 524288 elements"),
+        ([10, 3, 100], "a gap width that is not 1, 2, 4 or 8"),
+        ([10, 2, 0], "no gaps"),
+        ([10, 2, 1 << 30], "gaps longer than the section"),
+        ([10, 2], "a parameter missing"),
+        ([10, 2, 5, 1], "a parameter too many"),
+    ],
+)
+def test_bad_sparse_planes_parameters_are_refused_before_writing(
+    setup: tuple[Path, Path, bytes],
+    capsys: pytest.CaptureFixture[str],
+    params: list[int],
+    why: str,
+) -> None:
+    base, delta, raw = setup
+
+    def edit(doc: dict[str, object]) -> None:
+        op = doc["tensors"][0]["chunks"][0]  # type: ignore[index]
+        op[2:] = params
+
+    delta.write_bytes(rewrite(raw, edit))
+    where = f"{delta}: tensors[0] ('embed.weight').chunks[0]"
+    if len(params) > 3:
+        expect = f"{where}: expected [op, length, params...] with op in {list(OPS)}"
+    elif len(params) < 3:
+        expect = f"{where}: op 'sp' takes 3 parameters"
+    else:
+        expect = f"{where}: bad sparse parameters {params}"
+    assert refuse(base, delta, capsys) == expect, why
 
 
 def write_st(path: Path, header: dict[str, object], data: bytes) -> None:

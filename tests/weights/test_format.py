@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,20 @@ from compiler.weights.diff import diff
 from compiler.weights.testing import write_safetensors
 
 HEADER = (
+    b'{"base":{"digest":"d212f3b7b943bd29b9b64153db50faac","size":260},"chunk_size":4096,'
+    b'"format":"standbyc-weights-delta","target":{"digest":"0bca91bd78d9c53af462bfc443e21b38",'
+    b'"files":[{"header":{"len":98,"size":128},"header_xxh128":"eddc77cd387f1d09a6f9c06f09f42006",'
+    b'"name":"","size":260,"tensors":["a","c"]}],"index":null,"sharded":false,"size":260},'
+    b'"tensors":[{"chunks":[["sp",16,1,1,10]],"dtype":"BF16","name":"a","nbytes":128,"shape":[64],'
+    b'"source":{"name":"a","nbytes":128,"xxh128":"624efdb6446b9f5e130261873ecf4804"},'
+    b'"xxh128":"842d3340148eadbb0e866d847e28246a"},{"chunks":"copy","dtype":"U8","name":"c",'
+    b'"nbytes":4,"shape":[4],"source":{"name":"b","nbytes":4,'
+    b'"xxh128":"4c22d85cc2c598a4eae41a7cd6f549a9"},"xxh128":"4c22d85cc2c598a4eae41a7cd6f549a9"}],'
+    b'"version":1}'
+)
+
+# The same delta as written before the "sp" op: its one sparse chunk zstd'd ("s").
+LEGACY_HEADER = (
     b'{"base":{"digest":"d212f3b7b943bd29b9b64153db50faac","size":260},"chunk_size":4096,'
     b'"format":"standbyc-weights-delta","target":{"digest":"0bca91bd78d9c53af462bfc443e21b38",'
     b'"files":[{"header":{"len":98,"size":128},"header_xxh128":"eddc77cd387f1d09a6f9c06f09f42006",'
@@ -50,7 +65,7 @@ def test_tiny_delta_is_byte_exact(tiny: tuple[Path, Path, bytes]) -> None:
     magic, version, reserved, flags, hlen, plen, hhash, phash = PREAMBLE.unpack(raw[:64])
     assert (magic, version, reserved, flags) == (b"SBYDELTA", 1, 0, 0)
     assert raw[64 : 64 + hlen] == HEADER
-    assert (hlen, plen, len(raw)) == (len(HEADER), 119, 64 + len(HEADER) + 119)
+    assert (hlen, plen, len(raw)) == (len(HEADER), 114, 64 + len(HEADER) + 114)
     assert hhash == xxhash.xxh3_128_digest(HEADER)
     payload = raw[64 + hlen :]
     assert phash == xxhash.xxh3_128_digest(payload)
@@ -59,13 +74,33 @@ def test_tiny_delta_is_byte_exact(tiny: tuple[Path, Path, bytes]) -> None:
     prefix = z.decompress(payload[:98])
     assert prefix[:8] == (120).to_bytes(8, "little") and prefix[8:9] == b"{"
     sparse = payload[98:]
-    assert len(sparse) == 21
+    assert sparse == bytes.fromhex("28b52ffd200109000028930100130200")
     assert z.decompress(sparse[:10]) == bytes([40])  # one gap of 40 (uint8)
-    # XOR of 40 and 0x1234 is 0x121C; byte planes: low bytes, then high bytes.
-    assert z.decompress(sparse[10:]) == bytes([0x1C, 0x12])
+    # XOR of 40 and 0x1234 is 0x121C: its low, then its high byte, each a raw deflate stream.
+    planes = []
+    for k in range(2):
+        d = zlib.decompressobj(-15)
+        planes.append(d.decompress(sparse[10 + 3 * k : 13 + 3 * k]))
+        assert d.eof and not d.unused_data
+    assert planes == [bytes([0x1C]), bytes([0x12])]
 
 
 def test_tiny_delta_applies(tiny: tuple[Path, Path, bytes], tmp_path: Path) -> None:
     old, new, _ = tiny
+    apply(old, tmp_path / "delta", tmp_path / "out")
+    assert (tmp_path / "out").read_bytes() == new.read_bytes()
+
+
+def test_a_delta_written_with_the_zstd_sparse_op_still_applies(tmp_path: Path) -> None:
+    old, new = tiny_pair(tmp_path)
+    prefix = new.read_bytes()[:128]
+    payload = zstandard.ZstdCompressor(level=3).compress(prefix)
+    z1 = zstandard.ZstdCompressor(level=1)
+    payload += z1.compress(bytes([40])) + z1.compress(bytes([0x1C, 0x12]))
+    assert len(payload) == 98 + 21
+    pre = PREAMBLE.pack(b"SBYDELTA", 1, 0, 0, len(LEGACY_HEADER), len(payload),
+                        xxhash.xxh3_128_digest(LEGACY_HEADER),
+                        xxhash.xxh3_128_digest(payload))  # fmt: skip
+    (tmp_path / "delta").write_bytes(pre + LEGACY_HEADER + payload)
     apply(old, tmp_path / "delta", tmp_path / "out")
     assert (tmp_path / "out").read_bytes() == new.read_bytes()

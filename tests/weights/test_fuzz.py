@@ -96,7 +96,7 @@ def test_raw_mutations(cases: dict[str, Case], data: st.DataObject) -> None:
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=8)
-    | st.sampled_from(["s", "x", "rz", "r", "c", "copy", "BF16", "a", "b"]),
+    | st.sampled_from(["s", "sp", "x", "rz", "r", "c", "copy", "BF16", "a", "b"]),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
                                                                max_size=3),
     max_leaves=8,

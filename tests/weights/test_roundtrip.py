@@ -88,7 +88,7 @@ def test_rl_delta_is_small(
     assert 0.01 <= frac <= 0.03
     stats = roundtrip(pairs["rl_bf16"], tmp_path, capsys)
     assert float(stats["ratio"]) <= 0.02  # type: ignore[arg-type]
-    assert stats["chunks"] == {"s": stats["chunks"]["s"]}  # type: ignore[index]
+    assert stats["chunks"] == {"sp": stats["chunks"]["sp"]}  # type: ignore[index]
 
 
 def test_finetune_delta_below_changed_tensors(
