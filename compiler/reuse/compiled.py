@@ -76,7 +76,14 @@ class SpecMemo:
     ) -> None:
         if not self.kept.enabled:
             return
-        objects = [{"relpath": e.relpath, "obj": e.obj, "text": e.text} for e in emitted]
+        # Not the test data: only a cold gate reads it (to prove sharing sound), and a
+        # spec found here has its tests found by their exact bytes; reading it back would
+        # cost every unchanged compile.
+        objects = [
+            {"relpath": e.relpath, "obj": e.obj, "text": e.text}
+            for e in emitted
+            if not e.is_test_data
+        ]
         self.kept.put_json(self._render_key(source, data), {"files": files, "objects": objects})
 
 
