@@ -42,9 +42,10 @@ schemas: install
 demo: validators
 	$(BIN)/standbyc compile specs --out out
 
-## test: install everything, lint, run the test suite
+## test: install everything, lint, run the test suite (one worker per core; tests are handed
+## out one at a time, so a long file does not hold the end)
 test: tools lint $(TORCH_STAMP)
-	STANDBYC_REQUIRE_TORCH=1 $(PY) -m pytest
+	STANDBYC_REQUIRE_TORCH=1 $(PY) -m pytest -n auto --dist worksteal
 
 ## fuzz: the property tests with the large hypothesis profile, a kill at every step of a
 ## compile, and the gate with and without reuse over every identity and unit test (nightly)
