@@ -237,10 +237,7 @@ def compile_objects(
         files = run.build(outdir.Contents({}, []))
         if validate:
             with tempfile.TemporaryDirectory(prefix="standbyc-gate-") as scratch:
-                for rel, text in files.items():
-                    target = Path(scratch, rel)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(text, encoding="utf-8")
+                outdir.write_files(Path(scratch), files)
                 run.gate(Path(scratch))
     except SpecError as exc:
         return Result(STREAM_ROOT, diagnostics=exc.diagnostics, skipped=_skipped(discovery))

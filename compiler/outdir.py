@@ -16,7 +16,7 @@ import difflib
 import os
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,12 +187,21 @@ def _stage(out: Path, staging: Path, contents: Contents, desired: dict[str, str]
     for rel in contents.fifos:
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         os.mkfifo(staging / rel, stat.S_IMODE((out / rel).lstat().st_mode))
-    written: list[Path] = []
+    changed: dict[str, str] = {}
     for rel, text in desired.items():
-        target = staging / rel
         if contents.owned.get(rel) == text:
-            _carry(out / rel, target)  # unchanged: no write, no fsync
-            continue
+            _carry(out / rel, staging / rel)  # unchanged: no write, no fsync
+        else:
+            changed[rel] = text
+    return write_files(staging, changed)
+
+
+def write_files(root: Path, files: Mapping[str, str]) -> list[Path]:
+    """Write each text under ``root`` at its relative path, as UTF-8 with LF newlines;
+    return the files written (not flushed to disk)."""
+    written: list[Path] = []
+    for rel, text in files.items():
+        target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
