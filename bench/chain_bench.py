@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import trl_scheme  # noqa: E402
+from bench import record, trl_scheme  # noqa: E402
 from bench.sync_bench import _tensor_hashes, download  # noqa: E402
 from bench.weights_bench import run_rusage  # noqa: E402
 from compiler.weights.diff import diff  # noqa: E402
@@ -322,16 +322,12 @@ def main() -> int:
         f"  skip deltas (2^j back into every generation): {skip['extra_store_bytes']} bytes "
         "beside the one-step deltas"
     )
-    results = ROOT / "bench" / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    out = results / f"chain-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps({
+    record.save("chain", {
         "model_bytes": model_bytes, "generations": args.generations, "lr": args.lr,
         "runs": args.runs, "cpus": os.cpu_count(), "direct_delta_bytes": direct,
         "standbys": rows, "full_copy": full, "stores": stores, "skip_deltas": skip,
         "route_ratios": ratios,
-    }, indent=2))  # fmt: skip
-    print(f"wrote {out}")
+    })  # fmt: skip
     return 0
 
 

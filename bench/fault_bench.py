@@ -29,6 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import record  # noqa: E402
 from compiler.weights.testing import rl_pair, transformer_specs  # noqa: E402
 from tests.faultserver import DATA, FaultServer  # noqa: E402
 
@@ -301,10 +302,7 @@ def main() -> None:
             intact = "" if r["intact"] is None else (", intact" if r["intact"] else ", CHANGED")
             cells.append(f"{r['code']}, {r['seconds']:.1f} s, {r['left']} B{intact}")
         print(f"| {name} | {cells[0]} | {cells[1]} |")
-    out = ROOT / "bench" / "results" / f"faults-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"\nresults: {out}")
+    record.save("faults", results)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import record  # noqa: E402
 from tests.servers import Nginx, free_port  # noqa: E402
 from tests.sync import hfmodel  # noqa: E402
 
@@ -219,10 +220,7 @@ def main() -> None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                             str(baseline)], check=False, capture_output=True)  # fmt: skip
     report(results)
-    out = ROOT / "bench" / "results" / f"model-dir-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"\nresults: {out}")
+    record.save("model-dir", results)
 
 
 def report(r: dict[str, Any]) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import shutil
 import statistics
@@ -32,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import trl_scheme  # noqa: E402
+from bench import record, trl_scheme  # noqa: E402
 from bench.seed_scheme import dump_changed, seed_bytes  # noqa: E402
 from bench.weights_bench import fast_sparse_pair, run_rusage, warm  # noqa: E402
 from compiler.weights.manifest import build_manifest  # noqa: E402
@@ -269,12 +268,8 @@ def main() -> int:
         print(f"{rss['gib']:g} GiB: peak RSS publish {rss['publish_rss'] / MIB:.0f} MiB, "
               f"sync full {rss['sync_full_rss'] / MIB:.0f} MiB, "
               f"sync delta {rss['sync_delta_rss'] / MIB:.0f} MiB")  # fmt: skip
-    results = ROOT / "bench" / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    out = results / f"sync-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps({"model_bytes": size, "rows": rows, "library": lib, "rss": rss,
-                               "runs": args.runs, "cpus": os.cpu_count()}, indent=2))  # fmt: skip
-    print(f"wrote {out}")
+    record.save("sync", {"model_bytes": size, "rows": rows, "library": lib, "rss": rss,
+                         "runs": args.runs, "cpus": os.cpu_count()})  # fmt: skip
     return 0
 
 

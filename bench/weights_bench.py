@@ -33,6 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import record  # noqa: E402
 from bench.seed_scheme import seed_bytes  # noqa: E402
 from compiler.weights.safetensors_io import UINT_OF_WIDTH, Checkpoint  # noqa: E402
 from compiler.weights.testing import (  # noqa: E402
@@ -321,11 +322,7 @@ def main() -> int:
         f"\nmedians of {args.runs} runs each; GB/s = model bytes / standbyc's own seconds; "
         "B/chg = delta bytes / changed elements; x md5 = md5 of both files' seconds / diff's"
     )
-    results = ROOT / "bench" / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    out = results / f"weights-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps({"rows": rows, "cpus": os.cpu_count()}, indent=2))
-    print(f"\nwrote {out}")
+    record.save("weights", {"rows": rows, "cpus": os.cpu_count()})
     return 0
 
 
