@@ -64,7 +64,8 @@ lint: install
 ## a model directory: its sync against the file sync of a baseline revision, and a hot tier of
 ## three engine pods from "published" to "every pod serves it"; then hostile stores, bad input
 ## and full disks, this revision against the baseline; a 64-generation chain from real training:
-## lagging standbys with merged deltas, today's planner, a full copy and TRL's format
+## lagging standbys with merged deltas, today's planner, a full copy and TRL's format; one merge
+## on a 255 MiB model, in worker processes and in one
 bench: tools $(TORCH_STAMP)
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
@@ -74,6 +75,7 @@ bench: tools $(TORCH_STAMP)
 	$(PY) bench/model_dir_bench.py
 	$(PY) bench/fault_bench.py
 	$(PY) bench/chain_bench.py
+	$(PY) bench/merge_bench.py
 
 ## image: the image the weight-sync Jobs run (needs a Docker engine; not used by the tests)
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from compiler.forkmap import fork_map
+from compiler.forkmap import fork_imap, fork_map
 
 
 def _square_and_pid(x: int) -> tuple[int, int]:
@@ -22,3 +22,12 @@ def test_forked_results_are_the_loops_in_order() -> None:
 def test_few_items_run_here() -> None:
     got = fork_map(_square_and_pid, [1, 2, 3], min_items=8)
     assert got == [(1, os.getpid()), (4, os.getpid()), (9, os.getpid())]
+
+
+def test_imap_yields_the_loops_results_in_order_as_they_are_taken() -> None:
+    items = list(range(30))
+    got = fork_imap(_square_and_pid, items, min_items=8, chunksize=2)
+    assert next(got)[0] == 0
+    assert [v for v, _ in got] == [x * x for x in items[1:]]
+    here = fork_imap(_square_and_pid, [1, 2, 3], min_items=8)
+    assert next(here) == (1, os.getpid())  # the first, before the others run

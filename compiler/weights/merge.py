@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.forkmap import fork_imap
 from compiler.weights.deltafile import (
     FORMAT,
     VERSION,
@@ -46,6 +47,12 @@ from compiler.weights.encode import (
 )
 from compiler.weights.errors import DeltaError
 from compiler.weights.safetensors_io import DTYPE_WIDTH, U8Array
+
+# A merge composes its tensors in worker processes (one per core) when there are this
+# many and the target is this large: below, starting the workers costs more than they
+# save (about 2 s per GiB of model in one process, 1.6x faster on two cores).
+PARALLEL_FROM = 8
+PARALLEL_BYTES = 64 << 20
 
 
 class MergeImpossible(DeltaError):
@@ -106,8 +113,11 @@ class _Merge:
         self.zero = np.zeros(self.chunk, dtype=np.uint8)
         self.mask_a = np.empty(self.chunk, dtype=np.uint8)
         self.mask_b = np.empty(self.chunk, dtype=np.uint8)
-        self.reencoded = 0
-        self.passed = 0
+        self.reencoded = 0  # chunks encoded again, in all
+        self.passed = 0  # chunks carried over, in all
+        # The tensor being composed: its payloads in order, its chunks encoded and carried.
+        self.payloads: list[bytes] = []
+        self.counts = [0, 0]
 
     def run(self) -> dict[str, Any]:
         ha, hb = self.a.header, self.b.header
@@ -125,7 +135,20 @@ class _Merge:
                 }
                 for f in hb.files
             ]
-            tensors = [self._tensor(t) for t in hb.tensors]
+            # Tensors compose independently, in worker processes on a large delta. Each
+            # gives its entry and payloads; they are written here, in order, so the file
+            # is the same as a one-process run's.
+            tensors = []
+            small = hb.target_size < PARALLEL_BYTES
+            at_least = len(hb.tensors) + 1 if small else PARALLEL_FROM
+            for entry, payloads, (encoded, passed) in fork_imap(
+                self._composed, hb.tensors, min_items=at_least, chunksize=1
+            ):
+                for data in payloads:
+                    self.w.add(data)
+                tensors.append(entry)
+                self.reencoded += encoded
+                self.passed += passed
         finally:
             self.enc.close()
         return {
@@ -158,6 +181,13 @@ class _Merge:
                 f"{self.a.path} does not build with that size and hash"
             )
         return g
+
+    def _composed(self, t: TensorDelta) -> tuple[dict[str, Any], list[bytes], tuple[int, int]]:
+        """H tensor ``t``: its entry, its payloads in order, and how many of its chunks
+        were encoded again and carried over."""
+        self.payloads, self.counts = [], [0, 0]
+        entry = self._tensor(t)
+        return entry, self.payloads, (self.counts[0], self.counts[1])
 
     def _tensor(self, t: TensorDelta) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -245,13 +275,14 @@ class _Merge:
         return out
 
     def _pass(self, r: DeltaReader, op: ChunkOp) -> list[Any]:
-        self.passed += 1
-        self.w.add(bytes(r.section(op.offset, op.length)))
+        self.counts[1] += 1
+        self.payloads.append(bytes(r.section(op.offset, op.length)))
         return [op.op, op.length, *op.params]
 
     def _emit(self, e: Encoded) -> list[Any]:
-        self.reencoded += 1
-        return [e.op, self.w.add(e.payload), *e.params]
+        self.counts[0] += 1
+        self.payloads.append(e.payload)
+        return [e.op, len(e.payload), *e.params]
 
 
 def _ref(s: SourceRef | None) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compiler.weights import merge as merge_module
 from compiler.weights.apply import apply
 from compiler.weights.deltafile import DeltaReader
 from compiler.weights.diff import diff
@@ -170,3 +171,55 @@ def test_a_merge_that_needs_the_base_says_so(tmp_path: Path) -> None:
     with pytest.raises(MergeImpossible, match="chunk 0: the merged change is stored only as new"):
         merge(tmp_path / "01.delta", tmp_path / "12.delta", tmp_path / "out.delta")
     assert not list(tmp_path.glob("*out.delta*"))
+
+
+def _wide(rng: np.random.Generator, tensors: int) -> Tensors:
+    """A checkpoint of ``tensors`` small tensors: enough for a merge to use worker
+    processes."""
+    return {
+        f"w{i:02d}": ("BF16", (3000,), rng.integers(0, 256, 6000, dtype=np.uint8))
+        for i in range(tensors)
+    }
+
+
+def _chain(tmp_path: Path, gens: list[Tensors]) -> list[Path]:
+    paths = [_save(ts, tmp_path / f"g{i}", 1) for i, ts in enumerate(gens)]
+    steps = []
+    for i in range(1, len(paths)):
+        steps.append(tmp_path / f"{i - 1}{i}.delta")
+        diff(paths[i], steps[-1], old_path=paths[i - 1], chunk=CHUNK)
+    return [*paths, *steps]
+
+
+def test_a_merge_in_worker_processes_writes_the_one_process_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(6)
+    g0 = _wide(rng, 3 * merge_module.PARALLEL_FROM)
+    g1 = _step(g0, rng, "rename")
+    g2 = _step(g1, rng, "dense")
+    g0p, _, g2p, d01, d12 = _chain(tmp_path, [g0, g1, g2])
+    monkeypatch.setattr(merge_module, "PARALLEL_BYTES", 0)
+    forked = merge(d01, d12, tmp_path / "forked.delta")
+    monkeypatch.setattr(merge_module, "PARALLEL_FROM", 10**9)
+    here = merge(d01, d12, tmp_path / "here.delta")
+    assert (tmp_path / "forked.delta").read_bytes() == (tmp_path / "here.delta").read_bytes()
+    assert forked == here
+    built = tmp_path / "built" / "g2.safetensors"
+    built.parent.mkdir()
+    apply(g0p, tmp_path / "forked.delta", built)
+    assert sha256(built) == sha256(g2p)
+
+
+def test_a_worker_that_cannot_merge_its_tensor_refuses_the_whole_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(merge_module, "PARALLEL_BYTES", 0)
+    rng = np.random.default_rng(7)
+    wide = _wide(rng, 2 * merge_module.PARALLEL_FROM)
+    gens = [{**wide, **ts} for ts in impossible_chain(rng)]  # one tensor needs the base
+    *_, d01, d12 = _chain(tmp_path, gens)
+    with pytest.raises(MergeImpossible, match="'w' chunk 0: the merged change is stored only"):
+        merge(d01, d12, tmp_path / "out.delta")
+    assert not (tmp_path / "out.delta").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.delta")]
