@@ -47,6 +47,10 @@ def fork_imap(
     _JOB = (fn, items)
     try:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            yield from pool.map(_at, range(len(items)), chunksize=chunksize)
+            try:
+                yield from pool.map(_at, range(len(items)), chunksize=chunksize)
+            except BaseException:  # a failed item, or a caller that stopped taking
+                pool.shutdown(wait=True, cancel_futures=True)  # the rest are not run
+                raise
     finally:
         _JOB = None

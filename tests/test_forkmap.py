@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from compiler.forkmap import fork_imap, fork_map
 
 
@@ -31,3 +33,16 @@ def test_imap_yields_the_loops_results_in_order_as_they_are_taken() -> None:
     assert [v for v, _ in got] == [x * x for x in items[1:]]
     here = fork_imap(_square_and_pid, [1, 2, 3], min_items=8)
     assert next(here) == (1, os.getpid())  # the first, before the others run
+
+
+def _fail_at_three(x: int) -> int:
+    if x == 3:
+        raise ValueError("three")
+    return x
+
+
+def test_a_failed_item_raises_in_the_caller_in_order() -> None:
+    got = fork_imap(_fail_at_three, list(range(40)), min_items=8, chunksize=1)
+    assert [next(got) for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(ValueError, match="three"):
+        next(got)
