@@ -59,13 +59,13 @@ def main() -> int:
             diffs.append(timed(diff, new, d / f"{a}{b}.delta", old_path=old))
         pairs = {"0-1 + 1-2": ("01", "12", "02"), "0-2 + 2-3": ("02", "23", "03")}
         rows: dict[str, dict[str, Any]] = {}
+        merge_module.PARALLEL_BYTES = 0  # workers whatever the model's size
         for name, (first, second, merged) in pairs.items():
             times: dict[str, list[float]] = {"workers": [], "one process": []}
             inputs = (d / f"{first}.delta", d / f"{second}.delta", d / f"{merged}.delta")
             for _ in range(args.runs):
                 for way, taken in times.items():
                     merge_module.PARALLEL_FROM = 8 if way == "workers" else sys.maxsize
-                    merge_module.PARALLEL_BYTES = 0
                     taken.append(timed(merge_module.merge, *inputs))
             medians = {way: statistics.median(ts) for way, ts in times.items()}
             rows[name] = {

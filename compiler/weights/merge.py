@@ -19,6 +19,7 @@ keeps the chain instead.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,10 +140,12 @@ class _Merge:
             # gives its entry and payloads; they are written here, in order, so the file
             # is the same as a one-process run's.
             tensors = []
-            small = hb.target_size < PARALLEL_BYTES
-            at_least = len(hb.tensors) + 1 if small else PARALLEL_FROM
+            large = hb.target_size >= PARALLEL_BYTES
             for entry, payloads, (encoded, passed) in fork_imap(
-                self._composed, hb.tensors, min_items=at_least, chunksize=1
+                self._composed,
+                hb.tensors,
+                min_items=PARALLEL_FROM if large else sys.maxsize,
+                chunksize=1,
             ):
                 for data in payloads:
                     self.w.add(data)
