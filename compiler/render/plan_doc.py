@@ -78,6 +78,11 @@ def _weights(plan: Plan) -> list[str]:
         )
         if t.reload is not None:
             rows.append(_time_to_serve(plan, t.name, delta_s))
+    reloading = [t for t in plan.sync.tiers if t.reload is not None]
+    for api in sorted({t.reload.api for t in reloading if t.reload is not None}):
+        tiers = ", ".join(t.name for t in reloading if t.reload and t.reload.api == api)
+        needs = engines.server_needs(api, plan.model_path, plan.generation_file)
+        rows.append(f"tier {tiers}: the engine pods run {needs}")
     ports = sorted({t.reload.port for t in plan.sync.tiers if t.reload is not None})
     if ports:
         rows.append(
