@@ -1,22 +1,19 @@
 """A Hugging Face model directory from one generation to the next, through nginx.
 
-Three measurements, each in the same run as its baseline:
+Two measurements, each in the same run as its baseline:
 
 1. standbyc's directory sync against the file sync of a baseline revision (the state
    before model directories: it published and synced the safetensors file alone), on the
    same pair of generations: bytes fetched and wall time, for a standby one generation
    behind and for a new one. The baseline's output is not a loadable directory (no
    config.json, no tokenizer): the bytes it saves are the files it drops.
-2. For a hot tier of three engine pods (the SGLang-shaped test engine, on CPU, loading with
-   transformers), the time from "published" to "every pod serves it", split into download,
-   apply (stage, verify, swap) and reload.
-3. The failover plan's total for the example specs, at this revision and at the baseline.
+2. The failover plan's total for the example specs, at this revision and at the baseline.
+
+A tier of engine pods from "published" to "every pod serves it" is bench/reload_bench.py.
 
     python bench/model_dir_bench.py [--baseline REV] [--runs 3] [--hidden 512 --layers 8]
 
-The pod addresses need a name that resolves to several addresses: the sync runs in a mount
-namespace of its own with its own /etc/hosts (unshare; run as root). Results go to
-bench/results/model-dir-<time>.json.
+Results go to bench/results/model-dir-<time>.json.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +38,6 @@ from tests.servers import Nginx, free_port  # noqa: E402
 from tests.sync import hfmodel  # noqa: E402
 
 BASELINE = "a97b590"  # the last revision before model directories (issue 21 was filed at it)
-PODS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
-HOST = "bench-hot-engines.bench.svc"
 
 
 def standbyc(tree: Path, *args: str) -> tuple[dict[str, Any], float]:
@@ -102,83 +96,6 @@ def compare_sync(gens: dict[int, Path], baseline: Path, work: Path, runs: int) -
     return out
 
 
-def _engine(address: str, port: int, model: Path, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.sync.engine", "--host", address, "--port", str(port),
-         "--model-path", str(model), "--log", str(log)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
-def _wait(address: str, port: int) -> None:
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            urllib.request.urlopen(f"http://{address}:{port}/health", timeout=2).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"engine {address} did not start") from None
-            time.sleep(0.2)
-
-
-def hot_tier(gens: dict[int, Path], work: Path, runs: int) -> dict[str, Any]:
-    """Published -> every pod serves it, for three pods."""
-    store = work / "hot" / "store"
-    store.mkdir(parents=True)
-    nginx = Nginx(store, store.parent / "nginx", free_port())
-    nginx.start()
-    hosts = work / "hot" / "hosts"
-    hosts.write_text("".join(f"{a} {HOST}\n" for a in PODS))
-    samples: list[dict[str, float]] = []
-    try:
-        standbyc(ROOT, "weights", "publish", str(gens[1]), "--to", str(store), "--generation", "1")
-        for run in range(runs):
-            target = work / "hot" / f"weights-{run}" / "hot" / "model"
-            standbyc(ROOT, "weights", "sync", "--source", nginx.url, "--generation", "1",
-                     "--target", str(target))  # fmt: skip
-            port = free_port()
-            procs = [_engine(a, port, target, work / "hot" / f"{a}-{run}.log") for a in PODS]
-            try:
-                for a in PODS:
-                    _wait(a, port)
-                if run == 0:
-                    published = standbyc(ROOT, "weights", "publish", str(gens[2]), "--to",
-                                         str(store), "--generation", "2")[1]  # fmt: skip
-                argv = [sys.executable, "-m", "compiler", "weights", "sync", "--source",
-                        nginx.url, "--generation", "2", "--target", str(target), "--reload",
-                        "sglang", "--engines", f"http://{HOST}:{port}", "--engine-model-path",
-                        str(target), "--format", "json"]  # fmt: skip
-                t0 = time.perf_counter()
-                proc = subprocess.run(
-                    ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                     'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts), *argv],
-                    capture_output=True, text=True, cwd=ROOT, check=False,
-                    env={**os.environ, "PYTHONPATH": str(ROOT)},
-                )  # fmt: skip
-                wall = time.perf_counter() - t0
-                doc = json.loads(proc.stdout)
-                if proc.returncode != 0 or doc["reload"]["failed"]:
-                    raise SystemExit(f"the hot tier sync failed:\n{proc.stderr}{proc.stdout}")
-                samples.append({
-                    "total": wall,
-                    "download": doc["seconds_download"],
-                    "apply": doc["seconds_apply"],
-                    "reload": doc["reload"]["seconds"],
-                    "bytes": doc["bytes_fetched"],
-                })  # fmt: skip
-            finally:
-                for p in procs:
-                    p.terminate()
-                    p.wait(timeout=30)
-    finally:
-        nginx.stop()
-    return {
-        "publish_seconds": published,
-        **{k: statistics.median(s[k] for s in samples) for k in samples[0]},
-    }
-
-
 def plan_totals(baseline: Path) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for label, tree in (("baseline", baseline), ("now", ROOT)):
@@ -213,7 +130,6 @@ def main() -> None:
                 "directory_bytes": sizes,
                 "weights_bytes": (gens[2] / "model.safetensors").stat().st_size,
                 "sync": compare_sync(gens, baseline, work, args.runs),
-                "hot_tier": hot_tier(gens, work, args.runs),
                 "plan": plan_totals(baseline),
             }
         finally:
@@ -233,11 +149,6 @@ def report(r: dict[str, Any]) -> None:
         print(f"| {label} ({r['baseline'] if 'baseline' in label else 'now'}) | "
               f"{b['bytes']} B, {b['seconds']:.2f} s | {n['bytes']} B, {n['seconds']:.2f} s | "
               f"{', '.join(s['files'])} |")  # fmt: skip
-    h = r["hot_tier"]
-    print(f"\nhot tier, 3 pods: published in {h['publish_seconds']:.2f} s; then every pod "
-          f"serves it after {h['total']:.2f} s (median): download {h['download']:.3f} s, "
-          f"apply {h['apply']:.3f} s, reload {h['reload']:.2f} s; "
-          f"{h['bytes']:.0f} bytes fetched")  # fmt: skip
     print("\n| spec | failover before | after |")
     print("|---|---:|---:|")
     for name, t in r["plan"].items():

@@ -10,13 +10,14 @@ emitted objects (``compiler.decorate``), per kind.
 from __future__ import annotations
 
 import difflib
+import math
 import types
 import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from compiler import alerts, names, units
+from compiler import alerts, engines, names, units
 from compiler.errors import Diagnostic, Location, SpecError
 from compiler.load import LoadedSpec, PathKey, Problem, dotted_path
 from compiler.spec import StandbySpec
@@ -227,7 +228,43 @@ def _label_names(spec: StandbySpec) -> list[Problem]:
     return []
 
 
-SEMANTIC_CHECKS = (_link_budget, _keepalive, _alert_timing, _lists_and_names, _label_names)
+def _job_deadline(spec: StandbySpec) -> list[Problem]:
+    """A weight-sync Job's deadline must cover its tier's whole reload at worst, or the
+    Job could be stopped with pods still paused or unloaded."""
+    s = spec.spec
+    written = s.weight_sync.active_deadline
+    if written is None:
+        return []
+    out: list[Problem] = []
+    for name in dict.fromkeys(s.weight_sync.tiers):
+        tier = getattr(s.tiers, name)
+        cfg = tier.reload or s.engine.reload
+        if cfg.api == "restart" or not tier.replicas:
+            continue
+        swap = engines.UNLOAD_FIRST if cfg.swap == "unloadFirst" else ""
+        size = engines.max_unavailable(cfg.max_unavailable, tier.replicas)
+        reload_s = math.ceil(engines.tier_seconds(
+            cfg.api, cfg.timeout / 1000, tier.replicas, size, swap))  # fmt: skip
+        need = reload_s + engines.REPORT_SECONDS + engines.MIN_SYNC_SECONDS
+        if written // 1000 < need:
+            waves = engines.waves(tier.replicas, size)
+            out.append(
+                (
+                    ("spec", "weightSync", "activeDeadline"),
+                    f"{units.prom_duration(written)} is shorter than the {name} tier's "
+                    f"weight-sync Job needs: its reload may take {reload_s} s at worst "
+                    f"({waves} wave(s) of {size} pod(s), each step up to reload.timeout "
+                    f"{units.prom_duration(cfg.timeout)}), plus {engines.REPORT_SECONDS} s "
+                    f"to report and {engines.MIN_SYNC_SECONDS} s for the downloads: "
+                    f"at least {units.prom_duration(need * 1000)}; raise it, lower "
+                    "reload.timeout, or leave it unset (computed)",
+                )
+            )
+    return out
+
+
+SEMANTIC_CHECKS = (_link_budget, _keepalive, _alert_timing, _lists_and_names, _label_names,
+                   _job_deadline)  # fmt: skip
 
 
 def admit_spec(loaded: LoadedSpec) -> StandbySpec:

@@ -47,6 +47,7 @@ class Inputs:
     warmup_ms: int
     takeover_reloads: bool  # the takeover tier's engines load each generation while running
     reload_ms: int
+    reload_waves: int  # the Job's waves until as many takeover pods as failed serve it
     store_egress_bps: int
     rto_ms: int | None
 
@@ -213,15 +214,17 @@ def _load_phase(i: Inputs) -> Phase:
             return Phase("load weights", 0.0, 0, 0.0, None,
                          f"the {i.takeover} tier's engines reloaded the current generation after "
                          "its sync: already serving it", "no network traffic")  # fmt: skip
+        waves = max(1, i.reload_waves)
         return Phase(
             "load weights",
-            i.reload_ms / 1000,
+            waves * i.reload_ms / 1000,
             0,
             0.0,
             None,
-            f"reload into the running engines: failover.reload {_s(i.reload_ms / 1000)}"
-            " (default: the model at 2 GB/s, at most failover.warmup; the weight-sync Job reports "
-            "the time measured)",
+            f"reload into the running engines, {waves} wave(s) of the weight-sync Job (reload."
+            f"maxUnavailable pods at a time) until {i.failed_replicas} pod(s) serve it, each "
+            f"failover.reload {_s(i.reload_ms / 1000)} (default: the model at 2 GB/s, at most "
+            "failover.warmup; the weight-sync Job reports the time measured)",
             "no network traffic",
         )
     why = (

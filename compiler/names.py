@@ -18,6 +18,11 @@ GENERATION_ANNOTATION = "standbyc.dev/model-generation"  # on an object Argo CD 
 # What weight-sync Jobs push to the Pushgateway, and what the alerts select.
 WEIGHTS_METRIC = "standbyc_weights_generation"
 # For a tier whose engines reload: the generation they confirmed, and the pods that did not.
+# The weight-sync Job's own files beside each model directory on the claim: its state,
+# and the generation the directory holds, which engines read at start (SGLang's
+# --weight-version); compile names the second in what the engine pods need.
+SYNC_STATE_DIR = ".standbyc"
+GENERATION_FILE = "generation"
 SERVED_METRIC = "standbyc_weights_served_generation"
 RELOAD_FAILED_METRIC = "standbyc_weights_reload_failed_pods"
 # What the spec wants them to hold (spec.model.generation), recorded in the rule group.

@@ -7,12 +7,13 @@ of each section are looked up here, never re-derived from the spec.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import PurePosixPath
 from typing import Any
 
-from compiler import names, units
+from compiler import engines, names, units
 from compiler.failover import FailoverPlan, Inputs, analyse
 from compiler.names import Names
 from compiler.spec import (
@@ -38,9 +39,27 @@ class ReloadPlan:
     timeout_s: int
     model: str  # triton: the model's name in its repository
     service: str  # the headless Service whose name resolves to every ready pod of the tier
+    swap: str  # triton: "" (side by side) or engines.UNLOAD_FIRST
+    max_unavailable: int  # pods asked to load at once
+    pods: int  # the tier's replicas
 
     def url(self, namespace: str) -> str:
         return f"http://{self.service}.{namespace}.svc:{self.port}"
+
+    @property
+    def waves(self) -> int:
+        return engines.waves(self.pods, self.max_unavailable)
+
+    @property
+    def budget_s(self) -> int:
+        """The whole reload at worst: what the Job's deadline keeps for it."""
+        return math.ceil(engines.tier_seconds(
+            self.api, self.timeout_s, self.pods, self.max_unavailable, self.swap))  # fmt: skip
+
+    @property
+    def grace_s(self) -> int:
+        """What a stopped Job needs to finish the step it is in and resume what it paused."""
+        return math.ceil(engines.grace_seconds(self.api, self.timeout_s, self.swap))
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,7 @@ class TierPlan:
     sync_seconds_full: float  # one full copy at the sync rate
     sync_seconds_delta: float
     reload: ReloadPlan | None  # None: the engines load a new generation when they restart
+    job_deadline_s: int  # the tier's weight-sync Job's activeDeadlineSeconds
 
 
 @dataclass(frozen=True)
@@ -111,7 +131,6 @@ class SyncPlan:
     image: str
     trigger: ArgoHookTrigger | ScheduleTrigger
     backoff_limit: int
-    active_deadline_seconds: int
     ttl_seconds: int | None
     resources: Resources
     store: StorePlan
@@ -173,6 +192,12 @@ class Plan:
     failover: FailoverPlan
     failover_inputs: Inputs
     failover_strict: bool
+
+    @property
+    def generation_file(self) -> str:
+        """Where the engine pods read the generation their model directory holds."""
+        model = PurePosixPath(self.model_path)
+        return str(model.parent / names.SYNC_STATE_DIR / model.name / names.GENERATION_FILE)
 
     def summary(self) -> dict[str, Any]:
         """Derived numbers with their formulas, for the compile summary."""
@@ -260,9 +285,9 @@ class Plan:
             how = (
                 "they load a new generation when they restart"
                 if tier.reload is None
-                else f"the weight-sync Job asks each ready pod ({tier.reload.api}, port "
-                f"{tier.reload.port}) to load it, through the headless Service "
-                f"{tier.reload.service}"
+                else f"the weight-sync Job asks its ready pods ({tier.reload.api}, port "
+                f"{tier.reload.port}), {tier.reload.max_unavailable} at a time, to load it, "
+                f"through the headless Service {tier.reload.service}"
             )
             out.append(
                 f"tier {tier.name}: its engine pods mount {sync.claim} with subPath "
@@ -270,6 +295,10 @@ class Plan:
                 f"file as published: weights, config.json, tokenizer); {how}"
             )
         reloading = [t for t in sync.tiers if t.reload is not None]
+        for api in sorted({t.reload.api for t in reloading if t.reload is not None}):
+            tiers = ", ".join(t.name for t in reloading if t.reload and t.reload.api == api)
+            needs = engines.server_needs(api, self.model_path, self.generation_file)
+            out.append(f"tier {tiers}: the engine pods run {needs}")
         if reloading:
             ports = sorted({t.reload.port for t in reloading if t.reload is not None})
             out.append(
@@ -322,13 +351,28 @@ def _reload(spec: StandbySpec, name: str) -> ReloadPlan | None:
     cfg = getattr(s.tiers, name).reload or s.engine.reload
     if cfg.api == "restart":
         return None
+    replicas = getattr(s.tiers, name).replicas
     return ReloadPlan(
         api=cfg.api,
         port=cfg.port or s.engine.ports.serving,
         timeout_s=max(1, cfg.timeout // 1000),
         model=cfg.model or s.model.name,
         service=names.of(spec).engines(name),
+        swap=engines.UNLOAD_FIRST if cfg.swap == "unloadFirst" else "",
+        max_unavailable=engines.max_unavailable(cfg.max_unavailable, replicas),
+        pods=replicas,
     )
+
+
+def job_deadline_s(spec: StandbySpec, reload: ReloadPlan | None, full_s: float) -> int:
+    """A tier's weight-sync Job deadline: the spec's, or 30 minutes, or more when the tier's
+    downloads at their budget (two full copies plus 5 minutes), its whole reload at worst
+    and its report need more. admit.py refuses a spec's deadline too short for the reload."""
+    written = spec.spec.weight_sync.active_deadline
+    if written is not None:
+        return max(1, written // 1000)
+    needed = 2 * math.ceil(full_s) + 300 + engines.REPORT_SECONDS
+    return max(engines.DEFAULT_JOB_SECONDS, needed + (reload.budget_s if reload else 0))
 
 
 def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:
@@ -339,6 +383,7 @@ def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:
     # One download per tier: its standbys share one checkpoint on the claim.
     full = s.model.size * 8 / rate if tier.replicas else 0.0
     priority = tier.priority if tier.priority is not None else DEFAULT_PRIORITY[name]
+    reload = _reload(spec, name)
     return TierPlan(
         name=name,
         replicas=tier.replicas,
@@ -349,7 +394,8 @@ def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:
         sync_rate_bps=rate,
         sync_seconds_full=full,
         sync_seconds_delta=full * float(ws.expected_delta),
-        reload=_reload(spec, name),
+        reload=reload,
+        job_deadline_s=job_deadline_s(spec, reload, full),
     )
 
 
@@ -393,7 +439,6 @@ def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
         image=ws.image,
         trigger=ws.trigger,
         backoff_limit=ws.backoff_limit,
-        active_deadline_seconds=max(1, ws.active_deadline // 1000),
         ttl_seconds=None if ws.ttl_after_finished is None else ws.ttl_after_finished // 1000,
         resources=ws.resources,
         store=_store(spec, n),
@@ -454,6 +499,10 @@ def build(spec: StandbySpec, source: str) -> Plan:
         drain_ms=fo.drain,
         warmup_ms=fo.warmup,
         takeover_reloads=takeover.reload is not None,
+        # The waves that bring as many takeover pods as failed to the new generation.
+        reload_waves=engines.waves(fo.failed_replicas, takeover.reload.max_unavailable)
+        if takeover.reload is not None
+        else 0,
         reload_ms=fo.reload if fo.reload is not None else reload_ms(s.model.size, fo.warmup),
         store_egress_bps=fo.store_egress or s.network.link,
         rto_ms=fo.rto,

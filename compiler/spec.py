@@ -348,6 +348,11 @@ class EnginePorts(Model):
 
 
 ReloadApi = Literal["restart", "sglang", "vllm", "triton"]
+_SHARE_OF_PODS = re.compile(r"^(100|[1-9][0-9]?)%$")
+MaxUnavailable = (
+    Annotated[int, Field(ge=1, le=256)]
+    | Annotated[str, _pattern(_SHARE_OF_PODS, "share of pods"), _schema(_SHARE_OF_PODS.pattern)]
+)
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 ServedModelName = Annotated[
     str, _pattern(_MODEL_NAME, "model name"), _schema(_MODEL_NAME.pattern, 128)
@@ -361,18 +366,39 @@ class Reload(Model):
         "restart",
         description="restart: the engines load the new model directory when they next start "
         "(nothing asks them). sglang (>= 0.5.6), vllm (>= 0.16.0, VLLM_SERVER_DEV_MODE=1) or "
-        "triton (>= 2.20.0, --model-control-mode=explicit): after each verified swap the "
-        "weight-sync Job asks every pod of the tier to load it, through a headless Service",
+        "triton (>= 2.34, --model-control-mode=explicit): after each verified swap the "
+        "weight-sync Job asks the tier's pods to load it, maxUnavailable at a time, through "
+        "a headless Service, and reads back what each serves",
     )
     port: Port | None = Field(
         None, description="the engines' HTTP API port (default engine.ports.serving)"
     )
     timeout: Annotated[Millis, _between(1000, 6 * 3600_000)] = Field(
-        10 * 60_000, description="how long one pod may take to load"
+        10 * 60_000,
+        description="how long one long step of a pod may take: its load, and vLLM's drain of "
+        "the requests in flight",
     )
     model: ServedModelName | None = Field(
         None, description="triton: the model's name in its repository (default model.name)"
     )
+    max_unavailable: MaxUnavailable = Field(
+        1,
+        description="pods of the tier asked to load at once, a number or a share of replicas "
+        "(rounded down, at least 1); the rest keep serving, and a wave with a failure ends "
+        "the reload",
+    )
+    swap: Literal["sideBySide", "unloadFirst"] | None = Field(
+        None,
+        description="triton only: sideBySide (default) loads a new instance beside the old "
+        "one, which serves until the new one is ready and if it fails (needs memory for two); "
+        "unloadFirst unloads the model first (the pod serves nothing during its load)",
+    )
+
+    @model_validator(mode="after")
+    def _swap_is_tritons(self) -> Reload:
+        if self.swap is not None and self.api != "triton":
+            raise ValueError(f"swap: only for api triton (the {self.api} engines load in place)")
+        return self
 
 
 class Engine(Model):
@@ -640,7 +666,12 @@ class WeightSync(Model):
         "<tier>/<model.name>; default <name>-weights",
     )
     backoff_limit: Count = 3
-    active_deadline: Millis = 30 * 60_000
+    active_deadline: Millis | None = Field(
+        None,
+        description="each weight-sync Job's activeDeadlineSeconds. Default: 30m, or more for "
+        "a tier whose engines reload, so that its whole reload fits at worst (every wave, "
+        "every step taking reload.timeout); set lower than that, compile refuses",
+    )
     ttl_after_finished: Millis | None = Field(
         None,
         description="delete finished Jobs after this long; a deleted failed Job no longer "

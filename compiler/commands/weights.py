@@ -356,7 +356,36 @@ def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=float,
         default=600.0,
         metavar="SECONDS",
-        help="how long one pod may take to load (default 600)",
+        help="how long one long step of a pod may take: its load, vLLM's drain (default 600)",
+    )
+    r.add_argument(
+        "--engine-swap",
+        choices=("side-by-side", "unload-first"),
+        help="triton: load a new instance beside the old one (default), or unload the "
+        "model first (for a model that does not fit twice; the pod serves nothing meanwhile)",
+    )
+    r.add_argument(
+        "--max-unavailable",
+        type=int,
+        default=1,
+        metavar="N",
+        help="pods asked to load at once; the next wave starts when a wave has loaded, and "
+        "none after a wave with a failure (default 1)",
+    )
+    r.add_argument(
+        "--expect-pods",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the tier's replicas: pods without a ready address count as not serving the "
+        "generation (default 0: only the addresses found)",
+    )
+    r.add_argument(
+        "--reload-deadline",
+        type=float,
+        metavar="SECONDS",
+        help="the whole reload's budget: a wave starts only if a pod's whole sequence fits "
+        "in what is left (default: the worst case for the pods found)",
     )
     add_format_option(s)
     s.set_defaults(func=_lazy("cmd_sync"))

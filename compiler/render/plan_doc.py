@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
-from compiler import chart, units
+from compiler import chart, engines, units
 from compiler.plan import Plan
 from compiler.render.base import Emitted, Renderer
 
@@ -61,19 +61,28 @@ def _weights(plan: Plan) -> list[str]:
     ]
     model = PurePosixPath(plan.model_path)
     for t in plan.sync.tiers:
+        delta_s = delta * 8 / t.sync_rate_bps
         loads = (
             "restart to load it (reload: restart)"
             if t.reload is None
-            else f"load it while running: the Job asks each ready pod ({t.reload.api}, port "
-            f"{t.reload.port}, through the headless Service {t.reload.service})"
+            else f"load it while running: the Job asks its pods ({t.reload.api}, port "
+            f"{t.reload.port}, through the headless Service {t.reload.service}) "
+            f"{t.reload.max_unavailable} at a time"
         )
         rows.append(
-            f"tier {t.name}: a delta in {units.human_seconds(delta * 8 / t.sync_rate_bps)}, a "
+            f"tier {t.name}: a delta in {units.human_seconds(delta_s)}, a "
             f"full copy in {units.human_seconds(t.sync_seconds_full)} at its weight-sync rate "
             f"{units.human_bits(t.sync_rate_bps)}; its engines load the model directory "
             f"{model} (claim {plan.sync.claim}, subPath {t.name}, mounted at {model.parent}) "
             f"and {loads}"
         )
+        if t.reload is not None:
+            rows.append(_time_to_serve(plan, t.name, delta_s))
+    reloading = [t for t in plan.sync.tiers if t.reload is not None]
+    for api in sorted({t.reload.api for t in reloading if t.reload is not None}):
+        tiers = ", ".join(t.name for t in reloading if t.reload and t.reload.api == api)
+        needs = engines.server_needs(api, plan.model_path, plan.generation_file)
+        rows.append(f"tier {tiers}: the engine pods run {needs}")
     ports = sorted({t.reload.port for t in plan.sync.tiers if t.reload is not None})
     if ports:
         rows.append(
@@ -81,6 +90,33 @@ def _weights(plan: Plan) -> list[str]:
             f"the weight-sync Jobs: `{plan.reload_ingress_rule(ports)}`"
         )
     return rows
+
+
+def _time_to_serve(plan: Plan, name: str, delta_s: float) -> str:
+    """From "generation published" to "every pod of the tier serves it", and what the tier
+    has left meanwhile."""
+    t = next(t for t in plan.sync.tiers if t.name == name)
+    assert t.reload is not None
+    reload_s = plan.failover_inputs.reload_ms / 1000
+    r = t.reload
+    total = delta_s + r.waves * reload_s
+    if engines.serves_while_loading(r.api, r.swap):
+        meanwhile = (
+            "meanwhile every pod serves: the old instance until the new one is ready, so a "
+            f"failover during it finds all {r.pods} ready"
+        )
+    else:
+        meanwhile = (
+            f"meanwhile at most {r.max_unavailable} of its {r.pods} pod(s) are loading and "
+            f"serve nothing, so a failover during it finds {r.pods - r.max_unavailable} ready"
+        )
+    return (
+        f"tier {name}, from published to every pod serving it: the delta "
+        f"{units.human_seconds(delta_s)} + {r.waves} wave(s) of {r.max_unavailable} pod(s) "
+        f"(reload.maxUnavailable) x a reload {units.human_seconds(reload_s)} (failover.reload) "
+        f"= {units.human_seconds(total)}; {meanwhile} (the Job's deadline allows {r.budget_s} "
+        "s for the reload at worst)"
+    )
 
 
 def _scenario(plan: Plan) -> str:

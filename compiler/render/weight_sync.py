@@ -15,7 +15,7 @@ import math
 from pathlib import PurePosixPath
 from typing import Any
 
-from compiler import names, units
+from compiler import engines, names, units
 from compiler.plan import Plan, TierPlan
 from compiler.render.base import Emitted, Renderer, filename
 from compiler.spec import IrsaCredentials, ProfileCredentials, SecretCredentials
@@ -23,14 +23,14 @@ from compiler.spec import IrsaCredentials, ProfileCredentials, SecretCredentials
 MIN_RATE_SHARE = 4  # a request's floor: the tier's weight-sync rate / 4
 BUDGET_COPIES = 2  # the sync's budget: two full copies at the tier's rate ...
 BUDGET_SLACK = 300  # ... plus 5 minutes
-REPORT_TIME = 60  # kept from the Job's activeDeadlineSeconds, besides the reload: to report
 
 
-def sync_budget(plan: Plan, tier: TierPlan) -> int:
-    """Seconds the weight-sync Job gives one sync's downloads and swap (--deadline)."""
+def sync_budget(tier: TierPlan) -> int:
+    """Seconds the weight-sync Job gives one sync's downloads and swap (--deadline): what
+    its deadline leaves after the whole reload at worst and the report."""
     budget = BUDGET_COPIES * math.ceil(tier.sync_seconds_full) + BUDGET_SLACK
-    kept = REPORT_TIME + (tier.reload.timeout_s if tier.reload is not None else 0)
-    return max(60, min(budget, plan.sync.active_deadline_seconds - kept))
+    kept = engines.REPORT_SECONDS + (tier.reload.budget_s if tier.reload else 0)
+    return max(engines.MIN_SYNC_SECONDS, min(budget, tier.job_deadline_s - kept))
 
 
 def job_args(plan: Plan, tier: TierPlan) -> list[str]:
@@ -53,7 +53,7 @@ def job_args(plan: Plan, tier: TierPlan) -> list[str]:
         "--min-rate",
         units.k8s_quantity(tier.sync_rate_bps // MIN_RATE_SHARE) + "bit/s",
         "--deadline",
-        str(sync_budget(plan, tier)),
+        str(sync_budget(tier)),
     ]
     if tier.reload is not None:
         args += [
@@ -65,9 +65,19 @@ def job_args(plan: Plan, tier: TierPlan) -> list[str]:
             plan.model_path,
             "--reload-timeout",
             str(tier.reload.timeout_s),
+            # A few pods at a time, so the rest of the tier serves; the whole reload within
+            # what the Job's deadline keeps for it (docs/engine-reload.md).
+            "--max-unavailable",
+            str(tier.reload.max_unavailable),
+            "--expect-pods",
+            str(tier.reload.pods),
+            "--reload-deadline",
+            str(tier.reload.budget_s),
         ]
         if tier.reload.api == "triton":
             args += ["--engine-model", tier.reload.model]
+        if tier.reload.swap:
+            args += ["--engine-swap", tier.reload.swap]
     if sync.pushgateway:
         args += ["--pushgateway", sync.pushgateway]
         for key, value in {**sync.report_labels, "tier": tier.name}.items():
@@ -132,7 +142,10 @@ def _job_spec(plan: Plan, r: Renderer, tier: TierPlan) -> Any:
         "aws_secret": secret,
         "aws_dir": AWS_DIR,
         "backoff_limit": sync.backoff_limit,
-        "active_deadline_seconds": sync.active_deadline_seconds,
+        "active_deadline_seconds": tier.job_deadline_s,
+        # A stopped Job (its deadline, its pod deleted) finishes the step in flight and
+        # resumes what it paused before it exits.
+        "grace_seconds": tier.reload.grace_s if tier.reload else None,
         "ttl_seconds": sync.ttl_seconds,
         "pod_labels": {**plan.labels, **sync.pod_labels, names.TIER_LABEL: tier.name},
         "pod_annotations": pod_annotations(plan),

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import math
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from compiler.commands.weights import EXIT_CODES, exit_code
+from compiler.engines import UNLOAD_FIRST
 from compiler.errors import EXIT_NOT_LOADED, EXIT_UNREACHABLE, UsageError
 from compiler.output import Message, emit
 from compiler.units import parse_bandwidth, parse_size
@@ -30,8 +32,8 @@ from compiler.weights.sync.fetch import MIN_RATE, Fetcher
 from compiler.weights.sync.local import Local, held_generation
 from compiler.weights.sync.merging import MergePolicy
 from compiler.weights.sync.publish import check_chunk, publish
-from compiler.weights.sync.pull import SyncResult, sync
-from compiler.weights.sync.reload import Engines, Outcome, reload
+from compiler.weights.sync.pull import Reload, Save, SyncResult, sync
+from compiler.weights.sync.reload import MAX_PODS, Engines, Outcome, reload
 from compiler.weights.sync.report import Reporter
 
 
@@ -276,7 +278,8 @@ JOB_UID = 65532  # the weight-sync image's user and group (Dockerfile, the Job's
 
 def _engines(args: argparse.Namespace) -> Engines | None:
     if args.reload is None:
-        for flag in ("engines", "engine_model_path", "engine_model"):
+        for flag in ("engines", "engine_model_path", "engine_model", "engine_swap",
+                     "reload_deadline"):  # fmt: skip
             if getattr(args, flag):
                 raise UsageError(f"--{flag.replace('_', '-')} needs --reload")
         return None
@@ -284,8 +287,33 @@ def _engines(args: argparse.Namespace) -> Engines | None:
         raise UsageError("--reload needs --engines and --engine-model-path")
     if not 0 < args.reload_timeout < 86400:
         raise UsageError("--reload-timeout: seconds, above 0 and below a day")
+    _seconds(args.reload_deadline, "--reload-deadline")
+    if not 1 <= args.max_unavailable <= MAX_PODS:
+        raise UsageError(f"--max-unavailable {args.max_unavailable}: from 1 to {MAX_PODS}")
+    if not 0 <= args.expect_pods <= MAX_PODS:
+        raise UsageError(f"--expect-pods {args.expect_pods}: from 0 to {MAX_PODS}")
+    swap = UNLOAD_FIRST if args.engine_swap == UNLOAD_FIRST else ""
     return Engines(args.reload, args.engines, args.engine_model_path, args.reload_timeout,
-                   args.engine_model or "")  # fmt: skip
+                   args.engine_model or "", swap, args.max_unavailable, args.expect_pods,
+                   args.reload_deadline)  # fmt: skip
+
+
+def _asker(engines: Engines | None) -> Reload | None:
+    """The reload step of a sync. While it runs, SIGTERM (a Job's deadline, its pod
+    deleted) lets the wave in flight finish, resumes what it paused, and starts no other;
+    the Job's grace period is set to cover that (docs/engine-reload.md)."""
+    if engines is None:
+        return None
+
+    def ask(generation: int, record: dict[str, Any], save: Save, other: frozenset[str]) -> Any:
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            return reload(engines, generation, record, save=save, stop=stop, other_weights=other)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    return ask
 
 
 def _seconds(value: float | None, flag: str, *, low: float = 0.0) -> None:
@@ -331,9 +359,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
                        min_rate=min_rate, deadline=deadline)  # fmt: skip
     result = SyncResult(args.target, args.generation)
     error: WeightsError | None = None
-    ask = None if engines is None else functools.partial(reload, engines)
     try:
-        sync(fetcher, result, lock_wait=args.lock_wait, reload=ask)
+        sync(fetcher, result, lock_wait=args.lock_wait, reload=_asker(engines))
     except WeightsError as exc:
         error = exc
     except PermissionError as exc:

@@ -98,34 +98,43 @@ def run_standbyc(*args: str, timeout: float = 120, **kw: Any) -> subprocess.Comp
 # --- the compiled Job ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """specs/ compiled (without validation) into a fresh out/; returns it."""
-    out = tmp_path_factory.mktemp("compiled") / "out"
-    result = compile_tree([REPO / "specs"], out, validate=False)
+def compiled_into(out: Path, *specs: Path) -> Path:
+    """``specs`` compiled (without validation) into ``out``; returns it."""
+    result = compile_tree(list(specs), out, validate=False)
     assert result.ok, result.diagnostics
     return out
 
 
-def job_container(compiled: Path, tier: str) -> dict[str, Any]:
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """specs/ compiled (without validation) into a fresh out/."""
+    return compiled_into(tmp_path_factory.mktemp("compiled") / "out", REPO / "specs")
 
-    path = (
-        compiled
-        / "inference-system/inference-engine"
-        / f"job-inference-engine-weight-sync-{tier}.yaml"
-    )
+
+EXAMPLE = "inference-system/inference-engine"  # specs/inference-engine.yaml's directory
+
+
+def job_container(compiled: Path, tier: str, spec_dir: str = EXAMPLE) -> dict[str, Any]:
+    name = spec_dir.rsplit("/", 1)[-1]
+    path = compiled / spec_dir / f"job-{name}-weight-sync-{tier}.yaml"
     job = yaml.safe_load(path.read_text())
     container: dict[str, Any] = job["spec"]["template"]["spec"]["containers"][0]
     return container
 
 
 def job_command(
-    compiled: Path, tier: str, *, source: str, weights: Path, pushgateway: str | None = None
-) -> list[str]:
+    compiled: Path, tier: str, *, source: str, weights: Path, pushgateway: str | None = None,
+    spec_dir: str = EXAMPLE, expect_pods: bool = False,
+) -> list[str]:  # fmt: skip
     """The exact command of the compiled Job, with only the paths and URL hosts rewritten:
-    the store URL's host, the weights mount, the Pushgateway's host."""
-    container = job_container(compiled, tier)
-    return _rewritten(container, source=source, weights=weights, pushgateway=pushgateway)
+    the store URL's host, the weights mount, the Pushgateway's host; and, unless
+    ``expect_pods``, ``--expect-pods 0``: the tier's engine Service resolves to nothing
+    here, and only the reload tests (tests/sync/reload/) start engine pods for it."""
+    container = job_container(compiled, tier, spec_dir)
+    cmd = _rewritten(container, source=source, weights=weights, pushgateway=pushgateway)
+    if not expect_pods and "--expect-pods" in cmd:
+        cmd = with_arg(cmd, "--expect-pods", "0")
+    return cmd
 
 
 def report_command(compiled: Path, *, weights: Path, pushgateway: str) -> list[str]:

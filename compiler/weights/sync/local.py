@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.fsutil import exclusive
+from compiler.names import GENERATION_FILE, SYNC_STATE_DIR
 from compiler.weights.apply import remove_stale_temps
 from compiler.weights.errors import WeightsError
 from compiler.weights.manifest import build_manifest
@@ -34,7 +35,7 @@ from compiler.weights.sync.errors import SyncBusy
 from compiler.weights.sync.modeldir import dir_digest, scan, sha256_file
 from compiler.weights.sync.store import Index
 
-STATE_DIR = ".standbyc"
+STATE_DIR = SYNC_STATE_DIR
 STATE_FORMAT = "standbyc-sync-state"
 STATE_VERSION = 2
 # The standby's own copy is read without a cap on its other files: it came from the store.
@@ -120,6 +121,26 @@ class Local:
         tmp = self.state / "state.json.tmp"
         tmp.write_text(json.dumps(doc, sort_keys=True) + "\n")
         tmp.replace(self.state / "state.json")
+
+    @property
+    def generation_file(self) -> Path:
+        return self.state / GENERATION_FILE
+
+    def announce(self, generation: int) -> None:
+        """Write the generation the model directory holds where an engine can read it when
+        it starts (SGLang: ``--weight-version "$(cat <this file>)"``), so that a pod started
+        after the swap reports the generation it loaded and is not asked to load it again.
+        Written after the swap: a pod that starts in between reports the older generation
+        and is asked once more, never the reverse."""
+        path = self.generation_file
+        text = f"{generation}\n"
+        with contextlib.suppress(OSError):
+            if path.read_text() == text:
+                return
+        tmp = self.state / (GENERATION_FILE + ".tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o644)  # the engines run as their own user
+        tmp.replace(path)
 
     def served(self) -> dict[str, Any]:
         """What the engines were last confirmed to serve (``reload``'s record)."""

@@ -76,8 +76,11 @@ class ReloadResult(Protocol):
     def record(self) -> dict[str, Any]: ...
 
 
-# Called with the generation now on disk and the last record of what the engines serve.
-Reload = Callable[[int, dict[str, Any]], ReloadResult]
+Save = Callable[[dict[str, Any]], None]
+# Called with the generation now on disk, the last record of what the engines serve, a
+# way to keep a new record while it runs, and the published generations whose weights
+# differ from this one's.
+Reload = Callable[[int, dict[str, Any], Save, frozenset[str]], ReloadResult]
 
 
 @dataclass
@@ -414,6 +417,7 @@ def _update(fetcher: Fetcher, local: Local, result: SyncResult, index: Index) ->
         if current.digest == gen.digest:
             if current.how == "hashed":
                 local.remember(generation, current, local.served())
+            local.announce(generation)
             result.status = "current"
             return
         steps = plan_files(gen, current)
@@ -435,6 +439,7 @@ def _update(fetcher: Fetcher, local: Local, result: SyncResult, index: Index) ->
         _stage_and_swap(_Stage(local, index, route, steps, current, got))
         result.removed = _removed(index, gen, current, names)
         local.remember(generation, _after(gen, current), local.served())
+        local.announce(generation)
         for path in got.values():
             path.unlink(missing_ok=True)
         shutil.rmtree(local.work, ignore_errors=True)
@@ -477,9 +482,17 @@ def sync(
                     ) from None
             raise
         if reload is not None:
-            result.reload = reload(generation, local.served())
-            with contextlib.suppress(OSError):
-                state_now = local.current(index)
-                local.remember(generation, state_now, result.reload.record())
+            state_now = local.current(index)
+
+            def save(record: dict[str, Any]) -> None:
+                with contextlib.suppress(OSError):
+                    local.remember(generation, state_now, record)
+
+            weights = index.generations[generation].weights.digest
+            other = frozenset(
+                str(g.number) for g in index.generations.values() if g.weights.digest != weights
+            )
+            result.reload = reload(generation, local.served(), save, other)
+            save(result.reload.record())
     result.seconds = time.perf_counter() - t0
     return result
