@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from compiler import kinds, units, yamlio
-from compiler.admit import admit_spec
+from compiler.admit import BANDWIDTH_FIELDS, admit_spec, written_in_bytes
 from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
 from compiler.forkmap import fork_map
@@ -180,32 +180,12 @@ def _spec_warnings(loaded: LoadedSpec, plan: Plan) -> tuple[Diagnostic, ...]:
     return tuple(warnings)
 
 
-# Where a spec writes a bandwidth; a byte unit there is read as bytes, and said once more.
-_BANDWIDTH_FIELDS = (
-    ("spec", "network", "link"),
-    *(("spec", "tiers", t, "egress") for t in ("hot", "warm", "cold")),
-    ("spec", "alerts", "bandwidthHigh", "threshold"),
-    ("spec", "alerts", "failoverSpike", "threshold"),
-    ("spec", "failover", "storeEgress"),
-)
-
-
 def _byte_bandwidths(loaded: LoadedSpec) -> list[Diagnostic]:
-    out = []
-    for path in _BANDWIDTH_FIELDS:
-        node: Any = loaded.data
-        for part in path:
-            node = node.get(part) if isinstance(node, dict) else None
-        if units.in_bytes(node):
-            bits = units.human_bits(units.parse_bandwidth(node))
-            out.append(
-                Diagnostic(
-                    loaded.positions.locate(loaded.source, path),
-                    f"{node!r} is bytes per second, {bits}: a capital B is a byte. "
-                    f"If you meant bits, write {str(node).replace('B', 'b', 1).strip()}",
-                )
-            )
-    return out
+    return [
+        Diagnostic(loaded.positions.locate(loaded.source, path), hint)
+        for path in BANDWIDTH_FIELDS
+        if (hint := written_in_bytes(loaded.data, path))
+    ]
 
 
 @dataclass(frozen=True)
