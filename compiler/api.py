@@ -58,7 +58,7 @@ class Result:
     diagnostics: tuple[Diagnostic, ...] = ()  # spec problems: nothing was written
     compile_seconds: float = 0.0
     write_seconds: float = 0.0  # staging, gate and swap
-    strict: bool = False  # a missed failover objective is a failure (nothing written)
+    strict: bool = False  # --strict: every missed failover objective is an error
     skipped: tuple[str, ...] = ()  # files in spec directories that are not specs
 
     @property
@@ -71,17 +71,30 @@ class Result:
     @property
     def missed(self) -> list[str]:
         """The specs whose failover plan misses its objective, with the verdict."""
+        return [text for _, text in self.objectives()]
+
+    def objectives(self) -> list[tuple[str, str]]:
+        """Each missed objective with its severity: an error with ``--strict`` or in a spec
+        that sets ``failover.strict``, else a warning."""
         return [
-            f"{one.plan.source}: {one.directory}: {one.plan.failover.verdict()}"
+            (
+                "error" if self.strict or one.plan.failover_strict else "warning",
+                f"{one.plan.source}: {one.directory}: {one.plan.failover.verdict()}",
+            )
             for one in self.specs
             if one.plan.failover.met is False
         ]
 
     @property
+    def refused(self) -> bool:
+        """A missed objective is an error here: nothing is written."""
+        return any(severity == "error" for severity, _ in self.objectives())
+
+    @property
     def ok(self) -> bool:
         if self.diagnostics or (self.report is not None and not self.report.ok):
             return False
-        return not (self.strict and self.missed)
+        return not self.refused
 
     @property
     def objects(self) -> list[Emitted]:
@@ -126,8 +139,13 @@ class _Run:
         finally:
             self.compile_seconds = time.perf_counter() - t0
         self.specs = tuple(compiled)
-        self.strict = self.strict_asked or any(c.plan.failover_strict for c in compiled)
-        if self.strict and any(c.plan.failover.met is False for c in compiled):
+        self.strict = self.strict_asked
+        # Each spec decides for itself: one spec's failover.strict makes its own miss an
+        # error, never another spec's.
+        if any(
+            (self.strict or c.plan.failover_strict) and c.plan.failover.met is False
+            for c in compiled
+        ):
             raise _Rejected("a failover objective is missed")
         return self.files
 

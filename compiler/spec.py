@@ -824,7 +824,11 @@ class Failover(Model):
     store_egress: BitsPerSecond | None = Field(
         None, description="egress of the weight store's server (default: network.link)"
     )
-    strict: bool = Field(False, description="a missed objective fails compile (as --strict)")
+    strict: bool = Field(
+        False,
+        description="this spec's missed objective is an error: compile writes nothing and "
+        "standbyc check (the pre-commit hook) fails, as with --strict",
+    )
 
 
 class Validation(Model):
