@@ -38,14 +38,18 @@ def _run(command: list[str], cwd: Path, **env: str) -> subprocess.CompletedProce
                           timeout=300, check=False)  # fmt: skip
 
 
-@pytest.fixture
-def checkout(tmp_path: Path) -> Path:
+def make_checkout(tmp_path: Path) -> Path:
     """The repository as Argo CD's repo server has it."""
     repo = tmp_path / "repo"
     for part in ("specs", "deploy"):
         shutil.copytree(REPO / part, repo / part)
     (repo / "README.md").write_text("an inference GitOps repository\n")
     return repo
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    return make_checkout(tmp_path)
 
 
 def _out_objects() -> list[dict[str, Any]]:
@@ -161,9 +165,19 @@ def _render(template: Any, values: dict[str, Any]) -> Any:
     return re.sub(r"\{\{(.*?)\}\}", one, template)
 
 
+def _selected(params: dict[str, Any], selector: dict[str, Any] | None) -> bool:
+    """A generator's post selector as Argo CD applies it: matchLabels against the params'
+    top-level string values only (applicationset/generators/generator_spec_processor.go,
+    keepOnlyStringValues)."""
+    strings = {k: v for k, v in params.items() if isinstance(v, str)}
+    wanted = (selector or {}).get("matchLabels", {})
+    return all(strings.get(k) == v for k, v in wanted.items())
+
+
 def _applications(checkout: Path, cluster: str) -> list[dict[str, Any]]:
     """The Applications both ApplicationSets make for one cluster of their list, with the
-    spec files of the checkout as the git generator finds them."""
+    spec files of the checkout as the git generator finds them: with goTemplate, a file's
+    own fields are its params, beside ``path``."""
     apps = []
     for appset in yaml.safe_load_all((REPO / "deploy/argocd/applicationset.yaml").read_text()):
         (generator,) = appset["spec"]["generators"]
@@ -171,11 +185,13 @@ def _applications(checkout: Path, cluster: str) -> list[dict[str, Any]]:
             clusters, files = generator["matrix"]["generators"]
             pattern = files["git"]["files"][0]["path"]
             found = [
-                {"path": str(f.parent.relative_to(checkout)), "filename": f.name,
-                 "filenameNormalized": f.name}
+                {**(yaml.safe_load(f.read_text()) or {}),
+                 "path": {"path": str(f.parent.relative_to(checkout)), "filename": f.name,
+                          "filenameNormalized": f.name}}
                 for f in sorted(checkout.glob(pattern))
             ]  # fmt: skip
-            elements = [{**c, "path": f} for c in clusters["list"]["elements"] for f in found]
+            found = [f for f in found if _selected(f, files.get("selector"))]
+            elements = [{**c, **f} for c in clusters["list"]["elements"] for f in found]
         else:
             elements = generator["list"]["elements"]
         apps += [_render(appset["spec"]["template"], e) for e in elements

@@ -218,5 +218,5 @@ def run(args: argparse.Namespace) -> int:
         return emit(CompileOutcome(compile_tree(args.paths, args.out, **options)), args.format)
     if args.format != "text":
         raise UsageError("--stdout prints YAML; it takes no --format")
-    compiled = CompileOutcome(compile_objects(args.paths, **options), stdout=True)
+    compiled = CompileOutcome(compile_objects(args.paths, **options, part=args.part), stdout=True)
     return emit(StreamOutcome(compiled, args.part), "text")
