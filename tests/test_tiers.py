@@ -4,6 +4,8 @@ test is a step a newcomer took, as they took it."""
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,35 @@ def test_a_takeover_tier_left_out_says_so(tmp_path: Path) -> None:
         "onto it (failover.takeover defaults to hot): give it replicas, or set "
         "failover.takeover: warm"
     ) in result.err
+
+
+def _combinations() -> list[tuple[str, ...]]:
+    names = ("hot", "warm", "cold")
+    return [c for n in (1, 2, 3) for c in itertools.combinations(names, n)]
+
+
+def test_the_rules_are_pint_clean_for_every_tier_combination(tmp_path: Path) -> None:
+    """All seven sets of tiers, each with its weight sync run by Argo CD's hook and by a
+    schedule (a CronJob's Jobs carry a suffix the rules match), through the real gate: pint
+    finds nothing in any of the fourteen rule files (one tier used to be a redundant
+    regexp, tier=~"hot")."""
+    egress = {"hot": "25Gbit/s", "warm": "10Gbit/s", "cold": "5Gbit/s"}
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    for combo in _combinations():
+        for trigger in ("argocdHook", "schedule"):
+            name = "-".join(combo) + ("-cron" if trigger == "schedule" else "")
+            tiers = "".join(f"    {t}: {{replicas: 2, egress: {egress[t]}}}\n" for t in combo)
+            schedule = ", schedule: '*/30 * * * *'" if trigger == "schedule" else ""
+            (specs / f"{name}.yaml").write_text(
+                "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\n"
+                f"metadata: {{name: {name}, namespace: ml}}\nspec:\n  tiers:\n{tiers}"
+                f"  failover: {{takeover: {combo[0]}}}\n"
+                f"  weightSync:\n    trigger: {{type: {trigger}{schedule}}}\n"
+            )
+    result = run_cli("compile", str(specs), "--out", str(tmp_path / "out"), "--format", "json")
+    assert result.code == 0, result.out
+    doc = json.loads(result.out)
+    assert len(doc["specs"]) == 14
+    assert doc["validation"]["pint"] == "ran offline on 14 PrometheusRules"
+    assert [f for f in doc["validation"]["findings"] if f["tool"] == "pint"] == []
