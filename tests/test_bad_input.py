@@ -24,9 +24,7 @@ BANDWIDTH_HELP = "write a number and a unit such as 25Gbit/s, 25Gbps or 3GB/s (b
 
 EXPECTED = {
     "yaml-syntax": ("10:6: YAML syntax error: did not find expected key"),
-    "unknown-field": (
-        "10:7: spec.tiers.hot.egres: unknown field 'egres'; did you mean 'egress'?"
-    ),
+    "unknown-field": ("10:7: spec.tiers.hot.egres: unknown field 'egres'; did you mean 'egress'?"),
     "wrong-type": (
         "9:17: spec.tiers.warm.replicas: Input should be a valid integer, "
         "unable to parse string as an integer (got 'two')"

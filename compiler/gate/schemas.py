@@ -342,7 +342,19 @@ def build(
         "crd_sources": [s.label for s in pins.crds],
     }
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    readable_by_all(root)
     return manifest
+
+
+def readable_by_all(root: Path) -> None:
+    """Folders 0755, files 0644 under ``root``, whatever the umask: the tree is copied as it
+    is into images whose user is not its owner (the Argo CD plugin's runs as uid 999)."""
+    root.chmod(0o755)
+    for dirpath, dirnames, filenames in os.walk(root):  # links are not followed, nor changed
+        for names, mode in ((dirnames, 0o755), (filenames, 0o644)):
+            for path in (Path(dirpath) / name for name in names):
+                if not path.is_symlink():
+                    path.chmod(mode)
 
 
 def _built_versions(sd: SchemaDir) -> dict[str, Any]:
@@ -439,6 +451,7 @@ def _overlay(sd: SchemaDir, versions: Sequence[str]) -> SchemaDir:
             "files": build_kubernetes(extra / "kubernetes" / f"v{version}.0", version)
         }
     manifest_path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
+    readable_by_all(extra)
     return out
 
 
@@ -448,6 +461,7 @@ def _building(dest: Path) -> Iterator[Path]:
     when it fails (a failed build leaves nothing in the cache)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would be swapped in as the finished folder's mode
     try:
         yield tmp
     except BaseException:
