@@ -21,6 +21,7 @@ schemas. Results also go to bench/results/reuse.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -29,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,33 +179,19 @@ def main() -> int:
     if args.one:
         return _one(args)
     results: dict[str, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp)
-        before = base / "baseline"
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.baseline],
-            check=True,
-            capture_output=True,
-        )
-        try:
-            for family, make in FAMILIES.items():
-                specs = base / f"specs-{family}"
-                specs.mkdir()
-                for i in range(args.count):
-                    (specs / f"engine-{i:03d}.yaml").write_text(make(i))
-                for label, tree in (("before", before), ("now", ROOT)):
-                    work = base / f"work-{family}-{label}"
-                    work.mkdir()
-                    rows = scenarios(tree, specs, work, args.runs, args.plain_runs)
-                    for scenario, row in rows.items():
-                        results[f"{args.count} {family}: {scenario}: {label}"] = row
-                    shutil.rmtree(work)
-        finally:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)],
-                check=False,
-                capture_output=True,
-            )
+    with _baseline(args.baseline) as (base, before):
+        for family, make in FAMILIES.items():
+            specs = base / f"specs-{family}"
+            specs.mkdir()
+            for i in range(args.count):
+                (specs / f"engine-{i:03d}.yaml").write_text(make(i))
+            for label, tree in (("before", before), ("now", ROOT)):
+                work = base / f"work-{family}-{label}"
+                work.mkdir()
+                rows = scenarios(tree, specs, work, args.runs, args.plain_runs)
+                for scenario, row in rows.items():
+                    results[f"{args.count} {family}: {scenario}: {label}"] = row
+                shutil.rmtree(work)
     print(f"{'scenario':58}{'total_s':>10}{'reused':>10}")
     for name, row in results.items():
         print(f"{name:58}{row['total_s']:>10g}{row['reused']:>10g}")
@@ -213,23 +201,30 @@ def main() -> int:
     return 0
 
 
-def _one(args: argparse.Namespace) -> int:
+@contextlib.contextmanager
+def _baseline(revision: str) -> Iterator[tuple[Path, Path]]:
+    """A scratch directory, and the baseline revision checked out in it (removed after)."""
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         before = base / "baseline"
         subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.baseline],
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), revision],
             check=True,
             capture_output=True,
         )
         try:
-            results = one_spec({"before": before, "now": ROOT}, base, args.runs)
+            yield base, before
         finally:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)],
                 check=False,
                 capture_output=True,
             )
+
+
+def _one(args: argparse.Namespace) -> int:
+    with _baseline(args.baseline) as (base, before):
+        results = one_spec({"before": before, "now": ROOT}, base, args.runs)
     print(f"{'scenario':40}{'total_s':>10}{'cpu_s':>10}")
     for name, row in results.items():
         print(f"{name:40}{row['total_s']:>10g}{row['cpu_s']:>10g}")
