@@ -19,6 +19,7 @@ cache.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -390,7 +391,7 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
     wanted = [normalize_version(v) for v in kube_versions]
     missing = [v for v in wanted if v not in built]
     if not missing:
-        return sd
+        return readable(sd, wanted)
     shipped = pinfile.load().kube_available
     if unknown := [v for v in missing if v not in shipped]:
         raise SchemasMissing(
@@ -400,12 +401,12 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
             f"package), or {build_hint()}"
         )
     if fresh and not os.access(root, os.W_OK):
-        return _overlay(sd, missing)
+        return readable(_overlay(sd, missing), wanted)
     try:
         build(root, wanted, allow_network=False, keep_existing=fresh)
     except PermissionError:
         if fresh:
-            return _overlay(sd, missing)
+            return readable(_overlay(sd, missing), wanted)
         raise SchemasMissing(
             f"the offline schema directory {root} cannot be written and holds no schemas "
             f"built from these pins; {build_hint()}"
@@ -417,6 +418,21 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
             f"{', '.join(missing)}, and cannot be built offline:\n  {exc}\n"
             f"run: {build_hint()}"
         ) from exc
+    return sd
+
+
+def readable(sd: SchemaDir, versions: Sequence[str]) -> SchemaDir:
+    """``sd``, once every folder and file kubeconform would read at ``versions`` is open to
+    this user; else PermissionError (exit 2, naming it): kubeconform itself would report
+    every manifest invalid, as if the manifests were at fault."""
+    for place in [sd.crds, *(sd.kube_dir(v) for v in versions)]:
+        paths = [place]
+        if os.access(place, os.R_OK | os.X_OK):
+            paths += [Path(entry.path) for entry in os.scandir(place)]
+        for path in paths:
+            mode = os.R_OK | (os.X_OK if path == place else 0)
+            if not os.access(path, mode):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
     return sd
 
 

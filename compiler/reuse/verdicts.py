@@ -91,7 +91,10 @@ def schemas_key(sd: SchemaDir, versions: Sequence[str]) -> str:
         places.append(own)
         if sd.overlay is not None:
             places.append(sd.overlay / "kubernetes" / own.name)
-    return store.key("schemas", sd.identity(), *(f"{p}:{store.tree_digest(p)}" for p in places))
+    kept = store.Store("gate")
+    return store.key(
+        "schemas", sd.identity(), *(f"{p}:{store.stamped_tree_digest(p, kept)}" for p in places)
+    )
 
 
 class GateMemo:
