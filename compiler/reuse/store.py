@@ -92,7 +92,7 @@ def code_digest() -> str:
             versions.append(f"{name}=-")
     libyaml = getattr(__import__("yaml"), "__with_libyaml__", False)
     return key(
-        tree_digest(Path(__file__).resolve().parent.parent),
+        stamped_tree_digest(Path(__file__).resolve().parent.parent, Store("code")),
         sys.version,
         *versions,
         f"libyaml={libyaml}",
@@ -137,7 +137,7 @@ def stamped_tree_digest(directory: Path, kept: Store) -> str:
             dirnames[:] = []
             continue
         seen.add(real)
-        dirnames.sort()
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")  # as tree_digest
         for name in sorted(filenames):
             try:
                 st = os.stat(os.path.join(dirpath, name))  # noqa: PTH116, PTH118
