@@ -21,16 +21,23 @@ schemas. Results also go to bench/results/reuse.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import record  # noqa: E402
+
 BASELINE = "bf0c1ca"  # the last revision before reuse moved behind one seam and switch
 SEED = (ROOT / "specs" / "inference-engine.yaml").read_text()
 
@@ -132,47 +139,96 @@ def scenarios(
     return out
 
 
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes, their own children (the tools) in."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def one_spec(trees: dict[str, Path], base: Path, runs: int) -> dict[str, dict[str, float]]:
+    """The seed spec alone, cold (a fresh out/ and an empty cache), reuse on and off, per
+    revision: wall and CPU seconds (standbyc and its tools), medians of ``runs``, the
+    configurations interleaved so a busy machine weighs on all alike."""
+    specs = base / "one"
+    specs.mkdir()
+    (specs / "inference-engine.yaml").write_text(SEED)
+    samples: dict[str, list[dict[str, float]]] = {}
+    for i in range(runs):
+        for label, tree in trees.items():
+            for mode in ("on", "off"):
+                env = {"STANDBYC_CACHE_DIR": str(base / f"cache-{label}-{mode}-{i}")}
+                if mode == "off":
+                    env["STANDBYC_REUSE" if has_switch(tree) else "STANDBYC_CACHE"] = "off"
+                cpu = _children_cpu()
+                row = run(tree, specs, base / f"out-{label}-{mode}-{i}", env)
+                row["cpu_s"] = _children_cpu() - cpu
+                samples.setdefault(f"1 spec cold: reuse {mode}: {label}", []).append(row)
+    return {name: median(rows) for name, rows in samples.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", default=BASELINE)
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--plain-runs", type=int, default=1)
+    parser.add_argument(
+        "--one", action="store_true", help="only the seed spec alone, cold, reuse on and off"
+    )
     args = parser.parse_args()
+    if args.one:
+        return _one(args)
     results: dict[str, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp)
-        before = base / "baseline"
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.baseline],
-            check=True,
-            capture_output=True,
-        )
-        try:
-            for family, make in FAMILIES.items():
-                specs = base / f"specs-{family}"
-                specs.mkdir()
-                for i in range(args.count):
-                    (specs / f"engine-{i:03d}.yaml").write_text(make(i))
-                for label, tree in (("before", before), ("now", ROOT)):
-                    work = base / f"work-{family}-{label}"
-                    work.mkdir()
-                    rows = scenarios(tree, specs, work, args.runs, args.plain_runs)
-                    for scenario, row in rows.items():
-                        results[f"{args.count} {family}: {scenario}: {label}"] = row
-                    shutil.rmtree(work)
-        finally:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)],
-                check=False,
-                capture_output=True,
-            )
+    with _baseline(args.baseline) as (base, before):
+        for family, make in FAMILIES.items():
+            specs = base / f"specs-{family}"
+            specs.mkdir()
+            for i in range(args.count):
+                (specs / f"engine-{i:03d}.yaml").write_text(make(i))
+            for label, tree in (("before", before), ("now", ROOT)):
+                work = base / f"work-{family}-{label}"
+                work.mkdir()
+                rows = scenarios(tree, specs, work, args.runs, args.plain_runs)
+                for scenario, row in rows.items():
+                    results[f"{args.count} {family}: {scenario}: {label}"] = row
+                shutil.rmtree(work)
     print(f"{'scenario':58}{'total_s':>10}{'reused':>10}")
     for name, row in results.items():
         print(f"{name:58}{row['total_s']:>10g}{row['reused']:>10g}")
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "reuse.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+@contextlib.contextmanager
+def _baseline(revision: str) -> Iterator[tuple[Path, Path]]:
+    """A scratch directory, and the baseline revision checked out in it (removed after)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        before = base / "baseline"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), revision],
+            check=True,
+            capture_output=True,
+        )
+        try:
+            yield base, before
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)],
+                check=False,
+                capture_output=True,
+            )
+
+
+def _one(args: argparse.Namespace) -> int:
+    with _baseline(args.baseline) as (base, before):
+        results = one_spec({"before": before, "now": ROOT}, base, args.runs)
+    print(f"{'scenario':40}{'total_s':>10}{'cpu_s':>10}")
+    for name, row in results.items():
+        print(f"{name:40}{row['total_s']:>10g}{row['cpu_s']:>10g}")
+    record.save("reuse-one", {"baseline": args.baseline, "runs": args.runs, **results})
     return 0
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from compiler import alerts, engines, names, units
 from compiler.errors import Diagnostic, Location, SpecError
 from compiler.load import LoadedSpec, PathKey, Problem, dotted_path
-from compiler.spec import StandbySpec
+from compiler.spec import TIER_NAMES, StandbySpec
 
 
 def _model_at(path: PathKey) -> type[BaseModel] | None:
@@ -100,11 +100,27 @@ def _message(error: Any, path: PathKey) -> str:
                 msg += f"; did you mean {close[0]!r}?"
             else:
                 msg += f"; allowed fields: {', '.join(allowed)}"
+    elif (tier := _tier_message(kind, path)) is not None:
+        msg = tier
     elif kind == "missing":
         msg = "required field is missing"
     elif kind != "value_error" and isinstance(error.get("input"), str | int | float | bool):
         msg = f"{msg} (got {error['input']!r})"
     return msg
+
+
+def _tier_message(kind: str, path: PathKey) -> str | None:
+    """standbyc's own words for a tier written wrong: how to write one, and how to turn it
+    off (the validation library would speak of dictionaries and instances)."""
+    if path[:2] != ("spec", "tiers") or len(path) < 3:
+        return None
+    name = path[2]
+    off = f"replicas: 0, or {name}: null, turns the tier off"
+    if len(path) == 3 and kind in ("model_type", "none_required", "model_attributes_type"):
+        return f"a tier is written {{replicas: N, egress: 10Gbit/s}}; {off}"
+    if path[3:] == ("replicas",) and kind == "missing":
+        return f"required field is missing: how many standby pods the {name} tier runs; {off}"
+    return None
 
 
 def _from_pydantic(loaded: LoadedSpec, exc: ValidationError) -> SpecError:
@@ -127,20 +143,63 @@ def _from_pydantic(loaded: LoadedSpec, exc: ValidationError) -> SpecError:
     return SpecError(diagnostics)
 
 
-def _link_budget(spec: StandbySpec) -> list[Problem]:
+# Where a spec writes a bandwidth; a byte unit there is read as bytes, and said once more.
+BANDWIDTH_FIELDS: tuple[PathKey, ...] = (
+    ("spec", "network", "link"),
+    *(("spec", "tiers", t, "egress") for t in TIER_NAMES),
+    ("spec", "alerts", "bandwidthHigh", "threshold"),
+    ("spec", "alerts", "failoverSpike", "threshold"),
+    ("spec", "failover", "storeEgress"),
+)
+
+
+def written_in_bytes(data: Any, path: PathKey) -> str | None:
+    """What to say when the bandwidth at ``path`` is written in bytes (``3GB/s``), else None."""
+    node = data
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not units.in_bytes(node):
+        return None
+    bits = units.human_bits(units.parse_bandwidth(node))
+    return (
+        f"{node!r} is bytes per second, {bits}: a capital B is a byte. "
+        f"If you meant bits, write {str(node).replace('B', 'b', 1).strip()}"
+    )
+
+
+def _link_budget(spec: StandbySpec, data: Any) -> list[Problem]:
     # Cilium limits are per pod, so a tier takes replicas x egress of the link.
     s = spec.spec
-    parts = [(t.replicas, t.egress) for _, t in s.tiers.items() if t.replicas]
+    parts = [(t.replicas, t.egress_bps) for _, t in s.tiers.items() if t.replicas]
     total = sum(r * e for r, e in parts)
     if total <= s.network.link:
         return []
     terms = " + ".join(f"{r} x {units.human_bits(e)}" for r, e in parts)
+    # A byte unit multiplies a bandwidth by eight: the likeliest reason it no longer fits.
+    hints = [
+        f"{dotted_path(path)}: {hint}"
+        for path in BANDWIDTH_FIELDS[: 1 + len(TIER_NAMES)]
+        if (hint := written_in_bytes(data, path))
+    ]
     return [
         (
             ("spec", "tiers"),
             f"tier egress adds up to {terms} = {units.human_bits(total)}, "
-            f"which exceeds spec.network.link {units.human_bits(s.network.link)}",
+            f"which exceeds spec.network.link {units.human_bits(s.network.link)}"
+            + "".join(f"; {h}" for h in hints),
         )
+    ]
+
+
+def _tiers(spec: StandbySpec) -> list[Problem]:
+    return [
+        (
+            ("spec", "tiers", name, "egress"),
+            f"a tier with replicas needs egress, its per-pod egress limit (such as 10Gbit/s); "
+            f"replicas: 0, or {name}: null, turns the tier off",
+        )
+        for name, tier in spec.spec.tiers.items()
+        if tier.replicas and tier.egress is None
     ]
 
 
@@ -182,13 +241,15 @@ def _lists_and_names(spec: StandbySpec) -> list[Problem]:
         out.append((("spec", "qos", "outputs"), "an output is listed twice"))
     takeover = s.failover.takeover
     others = [name for name, t in s.tiers.items() if t.replicas and name != takeover]
-    if getattr(s.tiers, takeover).replicas == 0 and others:
+    if s.tiers.get(takeover).replicas == 0 and others:
         instead = f"set failover.takeover: {others[0]}"
+        # "no replicas" when the tier is written with 0; "not written" when left out or null
+        state = "has no replicas" if getattr(s.tiers, takeover) else "is off (not written)"
         if "takeover" in s.failover.model_fields_set:
             out.append(
                 (
                     ("spec", "failover", "takeover"),
-                    f"the {takeover} tier has no replicas, so it cannot take over; {instead} "
+                    f"the {takeover} tier {state}, so it cannot take over; {instead} "
                     f"(tiers with replicas: {', '.join(others)})",
                 )
             )
@@ -196,7 +257,7 @@ def _lists_and_names(spec: StandbySpec) -> list[Problem]:
             out.append(
                 (
                     ("spec", "tiers", takeover, "replicas"),
-                    f"the {takeover} tier has no replicas, but a failover is planned onto it "
+                    f"the {takeover} tier {state}, but a failover is planned onto it "
                     f"(failover.takeover defaults to {takeover}): give it replicas, or "
                     f"{instead}",
                 )
@@ -237,7 +298,7 @@ def _job_deadline(spec: StandbySpec) -> list[Problem]:
         return []
     out: list[Problem] = []
     for name in dict.fromkeys(s.weight_sync.tiers):
-        tier = getattr(s.tiers, name)
+        tier = s.tiers.get(name)
         cfg = tier.reload or s.engine.reload
         if cfg.api == "restart" or not tier.replicas:
             continue
@@ -263,7 +324,7 @@ def _job_deadline(spec: StandbySpec) -> list[Problem]:
     return out
 
 
-SEMANTIC_CHECKS = (_link_budget, _keepalive, _alert_timing, _lists_and_names, _label_names,
+SEMANTIC_CHECKS = (_tiers, _keepalive, _alert_timing, _lists_and_names, _label_names,
                    _job_deadline)  # fmt: skip
 
 
@@ -274,8 +335,10 @@ def admit_spec(loaded: LoadedSpec) -> StandbySpec:
         raise _from_pydantic(loaded, exc) from None
     problems = [
         Diagnostic(loaded.positions.locate(loaded.source, path), message)
-        for check in SEMANTIC_CHECKS
-        for path, message in check(spec)
+        for path, message in [
+            *_link_budget(spec, loaded.data),
+            *(p for check in SEMANTIC_CHECKS for p in check(spec)),
+        ]
     ]
     if problems:
         raise SpecError(problems)

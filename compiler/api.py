@@ -58,30 +58,52 @@ class Result:
     diagnostics: tuple[Diagnostic, ...] = ()  # spec problems: nothing was written
     compile_seconds: float = 0.0
     write_seconds: float = 0.0  # staging, gate and swap
-    strict: bool = False  # a missed failover objective is a failure (nothing written)
+    strict: bool = False  # --strict: every missed failover objective is an error
     skipped: tuple[str, ...] = ()  # files in spec directories that are not specs
+    part: str = "all"  # what the stream holds (``stream``); cluster: only what specs share
+    left_out: tuple[Diagnostic, ...] = ()  # part cluster: problems of the specs left out
 
     @property
     def warnings(self) -> list[str]:
         """Things the user should know that did not stop the compile."""
         out = [f"{path}: skipped, not a {pipeline.SPEC_KIND}" for path in self.skipped]
         out += [str(w) for one in self.specs for w in one.warnings]
+        out += [
+            f"{d} (this spec is left out of --part cluster; its own Application reports it)"
+            for d in self.left_out
+        ]
         return out
 
     @property
     def missed(self) -> list[str]:
         """The specs whose failover plan misses its objective, with the verdict."""
+        return [text for _, text in self.objectives()]
+
+    def objectives(self) -> list[tuple[str, str]]:
+        """Each missed objective with its severity: an error with ``--strict`` or in a spec
+        that sets ``failover.strict``, else a warning. The cluster part has none: each
+        spec's own Application says its verdict."""
+        if self.part == "cluster":
+            return []
         return [
-            f"{one.plan.source}: {one.directory}: {one.plan.failover.verdict()}"
+            (
+                "error" if self.strict or one.plan.failover_strict else "warning",
+                f"{one.plan.source}: {one.directory}: {one.plan.failover.verdict()}",
+            )
             for one in self.specs
             if one.plan.failover.met is False
         ]
 
     @property
+    def refused(self) -> bool:
+        """A missed objective is an error here: nothing is written."""
+        return any(severity == "error" for severity, _ in self.objectives())
+
+    @property
     def ok(self) -> bool:
         if self.diagnostics or (self.report is not None and not self.report.ok):
             return False
-        return not (self.strict and self.missed)
+        return not self.refused
 
     @property
     def objects(self) -> list[Emitted]:
@@ -115,26 +137,39 @@ class _Run:
     report: Report | None = None
     compile_seconds: float = 0.0
     strict: bool = False
+    # cluster: the objects every spec shares, for the one Argo CD Application per cluster
+    # that owns them; a broken spec is left out (its own Application fails), not fatal.
+    part: str = "all"
+    left_out: list[Diagnostic] = field(default_factory=list)
 
     def build(self, current: outdir.Contents) -> dict[str, str]:
         t0 = time.perf_counter()
         self.current = current
+        tolerant = self.left_out if self.part == "cluster" else None
         try:
             compiled, self.files = pipeline.build_tree(
-                self.specs_paths, self.renderer, current.owned, self.root
+                self.specs_paths, self.renderer, current.owned, self.root, tolerant
             )
         finally:
             self.compile_seconds = time.perf_counter() - t0
         self.specs = tuple(compiled)
-        self.strict = self.strict_asked or any(c.plan.failover_strict for c in compiled)
-        if self.strict and any(c.plan.failover.met is False for c in compiled):
+        self.strict = self.strict_asked
+        # Each spec decides for itself: one spec's failover.strict makes its own miss an
+        # error, never another spec's.
+        if self.part != "cluster" and any(
+            (self.strict or c.plan.failover_strict) and c.plan.failover.met is False
+            for c in compiled
+        ):
             raise _Rejected("a failover objective is missed")
         return self.files
 
     def gate(self, staged: Path) -> None:
         # The directories of the specs compiled now (and the shared files): files kept
-        # from other specs were validated when they were written.
+        # from other specs were validated when they were written. The cluster part
+        # validates only what it prints, so another spec's finding cannot fail it.
         only = [f"{c.directory}/{pipeline.KUSTOMIZATION}" for c in self.specs]
+        if self.part == "cluster":
+            only = []
         only.append(f"{pipeline.CRD_DIR}/{pipeline.KUSTOMIZATION}")
         fresh = self.current.translated
         self.report = run_gate(
@@ -168,6 +203,8 @@ class _Run:
             write_seconds=seconds - self.compile_seconds,
             strict=self.strict,
             skipped=skipped,
+            part=self.part,
+            left_out=tuple(self.left_out),
         )
 
 
@@ -222,15 +259,17 @@ def compile_objects(
     templates: Path | None = None,
     kube_versions: Sequence[str] | None = None,
     strict: bool = False,
+    part: str = "all",
 ) -> Result:
     """Compile the specs in ``paths`` on their own, with no ``out/``: nothing on disk is
-    read or kept, and the result's objects are what ``stream`` prints. The gate needs
-    files, so when validating the tree is written to a scratch directory for it alone."""
+    read or kept, and the result's objects are what ``stream`` prints (``part`` of them).
+    The gate needs files, so when validating the tree is written to a scratch directory
+    for it alone."""
     roots = list(paths) or [DEFAULT_SPECS]
     discovery = pipeline.discover_specs(roots)
     run = _Run(
         discovery.specs, Renderer(templates), Path.cwd(), kube_versions, strict,
-        STREAM_ROOT.as_posix(),
+        STREAM_ROOT.as_posix(), part=part,
     )  # fmt: skip
     t0 = time.perf_counter()
     try:

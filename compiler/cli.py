@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from compiler.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_INTERNAL,
+    NoPermission,
     NoSpace,
     StandbycError,
 )
@@ -38,9 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile standby specs (a model served by hot, warm and cold standby "
         "tiers, and the network they share) into validated Kubernetes objects in out/, and "
         "move model weights to the standbys by sending only what changed.",
-        epilog="Exit codes: 0 ok; 1 out/ is stale (check), validation failed, or (--strict) a "
-        "failover objective was missed; 2 bad input or usage (a "
-        "full disk included); 3 a bug in standbyc; 4 (weights sync) the store did not answer; "
+        epilog="Exit codes: 0 ok; 1 out/ is stale (check), validation failed, or a failover "
+        "objective was missed with --strict or failover.strict; 2 bad input or usage (a "
+        "full disk and a permission denied included); 3 a bug in standbyc; 4 (weights sync) "
+        "the store did not answer; "
         "5 (weights sync) on disk, but not every engine loaded it; 6 (weights publish) another "
         "publisher wrote the store's index first.",
     )
@@ -85,12 +88,23 @@ def _error_document(exc: StandbycError) -> dict[str, object]:
     }
 
 
+def _no_permission(exc: OSError) -> NoPermission:
+    what = f"{exc.filename}: " if exc.filename else ""
+    return NoPermission(
+        f"{what}permission denied to uid {os.getuid()} ({exc.strerror}); give this user "
+        "access to it (a folder it reads needs mode 0755 and its files 0644, as "
+        "`standbyc schemas build` leaves the schema directory)"
+    )
+
+
 def _dispatch(args: argparse.Namespace) -> int | Rerun:
     """Run the command; the one place where outcomes become exit codes."""
     try:
         try:
             code: int | Rerun = args.func(args)
         except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                raise _no_permission(exc) from None
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             # A full disk is the machine's state, not a bug: every writer removes its

@@ -93,6 +93,12 @@ class NoSpace(StandbycError):
     """The disk standbyc writes to is full; what it wrote in the meantime is removed."""
 
 
+class NoPermission(StandbycError):
+    """A file or folder standbyc must read or write is closed to the user it runs as (a tree
+    copied into an image as another user's, a volume owned by root): the machine's state,
+    not a bug."""
+
+
 class ValidationFailed(StandbycError):
     """kubeconform, promtool or pint rejected something standbyc emitted."""
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from compiler import kinds, units, yamlio
-from compiler.admit import admit_spec
+from compiler.admit import BANDWIDTH_FIELDS, admit_spec, written_in_bytes
 from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
 from compiler.forkmap import fork_map
@@ -180,32 +180,12 @@ def _spec_warnings(loaded: LoadedSpec, plan: Plan) -> tuple[Diagnostic, ...]:
     return tuple(warnings)
 
 
-# Where a spec writes a bandwidth; a byte unit there is read as bytes, and said once more.
-_BANDWIDTH_FIELDS = (
-    ("spec", "network", "link"),
-    *(("spec", "tiers", t, "egress") for t in ("hot", "warm", "cold")),
-    ("spec", "alerts", "bandwidthHigh", "threshold"),
-    ("spec", "alerts", "failoverSpike", "threshold"),
-    ("spec", "failover", "storeEgress"),
-)
-
-
 def _byte_bandwidths(loaded: LoadedSpec) -> list[Diagnostic]:
-    out = []
-    for path in _BANDWIDTH_FIELDS:
-        node: Any = loaded.data
-        for part in path:
-            node = node.get(part) if isinstance(node, dict) else None
-        if units.in_bytes(node):
-            bits = units.human_bits(units.parse_bandwidth(node))
-            out.append(
-                Diagnostic(
-                    loaded.positions.locate(loaded.source, path),
-                    f"{node!r} is bytes per second, {bits}: a capital B is a byte. "
-                    f"If you meant bits, write {str(node).replace('B', 'b', 1).strip()}",
-                )
-            )
-    return out
+    return [
+        Diagnostic(loaded.positions.locate(loaded.source, path), hint)
+        for path in BANDWIDTH_FIELDS
+        if (hint := written_in_bytes(loaded.data, path))
+    ]
 
 
 @dataclass(frozen=True)
@@ -302,14 +282,21 @@ def _compile_each(
     return out
 
 
-def compile_specs(paths: Sequence[Path], renderer: Renderer, root: Path) -> list[CompiledSpec]:
-    """Compile every spec; report the problems of all of them at once."""
+def compile_specs(
+    paths: Sequence[Path],
+    renderer: Renderer,
+    root: Path,
+    left_out: list[Diagnostic] | None = None,
+) -> list[CompiledSpec]:
+    """Compile every spec; report the problems of all of them at once. Given ``left_out``,
+    a spec with problems is left out and its problems put there instead, unless no spec
+    compiles at all."""
     compiled: list[CompiledSpec] = []
     problems: list[Diagnostic] = []
     seen: dict[str, str] = {}
     for one in _compile_each(paths, renderer, root):
         if isinstance(one, tuple):
-            problems.extend(one)
+            (problems if left_out is None else left_out).extend(one)
             continue
         if one.directory in seen:
             problems.append(
@@ -321,8 +308,8 @@ def compile_specs(paths: Sequence[Path], renderer: Renderer, root: Path) -> list
             continue
         seen[one.directory] = one.plan.source
         compiled.append(one)
-    if problems:
-        raise SpecError(problems)
+    if problems or (left_out and not compiled):
+        raise SpecError(problems or left_out or [])
     return compiled
 
 
@@ -380,7 +367,11 @@ def assemble(compiled: Sequence[CompiledSpec], kept: dict[str, str]) -> dict[str
 
 
 def build_tree(
-    spec_paths: Sequence[Path], renderer: Renderer, owned: dict[str, str], root: Path
+    spec_paths: Sequence[Path],
+    renderer: Renderer,
+    owned: dict[str, str],
+    root: Path,
+    left_out: list[Diagnostic] | None = None,
 ) -> tuple[list[CompiledSpec], dict[str, str]]:
     """Compile ``spec_paths`` and merge with the owned files of specs not compiled now.
 
@@ -388,7 +379,7 @@ def build_tree(
     out/'s parent) still exists and was not part of this compile; shared files are
     always rebuilt.
     """
-    compiled = compile_specs(spec_paths, renderer, root)
+    compiled = compile_specs(spec_paths, renderer, root, left_out)
     sources = {c.header_source for c in compiled}  # (compile_specs raised if one failed)
     kept: dict[str, str] = {}
     exists: dict[str, bool] = {}  # each spec looked up once, not once per file

@@ -348,10 +348,10 @@ def _plural(n: int, word: str) -> str:
 
 def _reload(spec: StandbySpec, name: str) -> ReloadPlan | None:
     s = spec.spec
-    cfg = getattr(s.tiers, name).reload or s.engine.reload
+    cfg = s.tiers.get(name).reload or s.engine.reload
     if cfg.api == "restart":
         return None
-    replicas = getattr(s.tiers, name).replicas
+    replicas = s.tiers.get(name).replicas
     return ReloadPlan(
         api=cfg.api,
         port=cfg.port or s.engine.ports.serving,
@@ -377,9 +377,9 @@ def job_deadline_s(spec: StandbySpec, reload: ReloadPlan | None, full_s: float) 
 
 def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:
     s = spec.spec
-    tier = getattr(s.tiers, name)
+    tier = s.tiers.get(name)
     ws = s.weight_sync
-    rate = int(tier.egress * ws.bandwidth_share)
+    rate = int(tier.egress_bps * ws.bandwidth_share)
     # One download per tier: its standbys share one checkpoint on the claim.
     full = s.model.size * 8 / rate if tier.replicas else 0.0
     priority = tier.priority if tier.priority is not None else DEFAULT_PRIORITY[name]
@@ -387,8 +387,8 @@ def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:
     return TierPlan(
         name=name,
         replicas=tier.replicas,
-        egress_bps=tier.egress,
-        egress_quantity=units.k8s_quantity(tier.egress),
+        egress_bps=tier.egress_bps,
+        egress_quantity=units.k8s_quantity(tier.egress_bps),
         priority=str(priority),
         selector={**s.engine.selector, s.engine.tier_label: name},
         sync_rate_bps=rate,

@@ -2,7 +2,8 @@
 
 Every default follows the seed design (three hot / two warm / one cold
 replicas at 25/10/5 Gbit/s on a 100 Gbit/s link, a 14 GiB model), so a spec
-with only ``metadata`` compiles. Unit-carrying fields are parsed by
+with only ``metadata`` compiles; a spec that writes ``tiers`` runs only the tiers
+it writes. Unit-carrying fields are parsed by
 ``compiler.units`` and stored as integers: bit/s, bytes, milliseconds.
 """
 
@@ -422,9 +423,23 @@ class Network(Model):
 Priority = Literal["guaranteed", "burstable", "besteffort"] | Annotated[int, Field(ge=0, le=1000)]
 
 
+def _egress_when_on(schema: dict[str, Any]) -> None:
+    """Editors ask for an egress limit exactly where standbyc does: on a tier with replicas."""
+    schema["required"] = ["replicas"]
+    schema["if"] = {"properties": {"replicas": {"minimum": 1}}, "required": ["replicas"]}
+    schema["then"] = {"required": ["egress"]}
+
+
 class Tier(Model):
-    replicas: Count
-    egress: BitsPerSecond = Field(description="egress limit per pod")
+    model_config = ConfigDict(**Model.model_config, json_schema_extra=_egress_when_on)
+
+    replicas: Count = Field(
+        description="standby pods of the tier; 0 turns the tier off (no pods counted against "
+        "the link, no weight-sync Job, no alerts on it)"
+    )
+    egress: BitsPerSecond | None = Field(
+        None, description="egress limit per pod; required when replicas is above 0"
+    )
     priority: Priority | None = Field(
         None,
         description="Cilium Network QoS class; "
@@ -434,20 +449,47 @@ class Tier(Model):
         None, description="how this tier's engines take a new generation (default engine.reload)"
     )
 
+    @property
+    def egress_bps(self) -> int:
+        """The per-pod limit (0 for a tier that is off; admit.py refuses one with replicas
+        and no limit)."""
+        return self.egress or 0
+
+
+# A tier that is not written, or written as null: it runs nothing.
+_OFF = Tier(replicas=0)
+
 
 class Tiers(Model):
-    hot: Tier = Field(
-        default_factory=lambda: Tier.model_validate({"replicas": 3, "egress": "25Gbit/s"})
-    )
-    warm: Tier = Field(
-        default_factory=lambda: Tier.model_validate({"replicas": 2, "egress": "10Gbit/s"})
-    )
-    cold: Tier = Field(
-        default_factory=lambda: Tier.model_validate({"replicas": 1, "egress": "5Gbit/s"})
-    )
+    """Exactly the tiers the spec writes: one left out (or null, or with replicas: 0) is off.
+    A spec that leaves out ``tiers`` altogether gets the design's three (``_seed_tiers``)."""
+
+    hot: Tier | None = Field(None, description="the tier that takes over first")
+    warm: Tier | None = Field(None, description="not written, or null: no warm tier")
+    cold: Tier | None = Field(None, description="not written, or null: no cold tier")
+
+    def get(self, name: str) -> Tier:
+        tier: Tier | None = getattr(self, name)
+        return _OFF if tier is None else tier
 
     def items(self) -> list[tuple[str, Tier]]:
-        return [(name, getattr(self, name)) for name in TIER_NAMES]
+        return [(name, self.get(name)) for name in TIER_NAMES]
+
+
+# The design's tiers: what a spec that writes no ``tiers`` runs.
+SEED_TIERS: dict[str, dict[str, Any]] = {
+    "hot": {"replicas": 3, "egress": "25Gbit/s"},
+    "warm": {"replicas": 2, "egress": "10Gbit/s"},
+    "cold": {"replicas": 1, "egress": "5Gbit/s"},
+}
+
+
+def _seed_tiers() -> Tiers:
+    return Tiers.model_validate(SEED_TIERS)
+
+
+def _seed_default(schema: dict[str, Any]) -> None:
+    schema["default"] = {name: dict(tier) for name, tier in SEED_TIERS.items()}
 
 
 class ModelInfo(Model):
@@ -813,7 +855,11 @@ class Failover(Model):
     store_egress: BitsPerSecond | None = Field(
         None, description="egress of the weight store's server (default: network.link)"
     )
-    strict: bool = Field(False, description="a missed objective fails compile (as --strict)")
+    strict: bool = Field(
+        False,
+        description="this spec's missed objective is an error: compile writes nothing and "
+        "standbyc check (the pre-commit hook) fails, as with --strict",
+    )
 
 
 class Validation(Model):
@@ -825,7 +871,12 @@ class Validation(Model):
 class Spec(Model):
     engine: Engine = Field(default_factory=Engine)
     network: Network = Field(default_factory=Network)
-    tiers: Tiers = Field(default_factory=Tiers)
+    tiers: Tiers = Field(
+        default_factory=_seed_tiers,
+        description="the standby tiers, each only when written; left out: the design's "
+        "three (hot 3 x 25Gbit/s, warm 2 x 10Gbit/s, cold 1 x 5Gbit/s)",
+        json_schema_extra=_seed_default,
+    )
     model: ModelInfo = Field(default_factory=ModelInfo)
     health_checks: HealthChecks = Field(default_factory=HealthChecks)
     connections: Connections = Field(default_factory=Connections)

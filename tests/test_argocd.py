@@ -4,7 +4,6 @@ environment Argo CD sets), and what generate prints is the objects of the commit
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -28,24 +27,35 @@ PLUGIN = yaml.safe_load((REPO / "deploy/argocd/plugin.yaml").read_text())
 BIN = Path(sys.executable).parent  # where the console script standbyc is installed
 
 
+def _own_code() -> dict[str, str]:
+    """PYTHONPATH, when the tests run a checkout's code over an installed standbyc."""
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": path} if path else {}
+
+
 def _run(command: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(cwd), **env}
     if tools := os.environ.get("STANDBYC_TOOLS_DIR"):
         environ["STANDBYC_TOOLS_DIR"] = tools
     if schemas := os.environ.get("STANDBYC_SCHEMA_DIR"):
         environ["STANDBYC_SCHEMA_DIR"] = schemas
+    environ.update(_own_code())
     return subprocess.run(command, cwd=cwd, env=environ, capture_output=True, text=True,
                           timeout=300, check=False)  # fmt: skip
 
 
-@pytest.fixture
-def checkout(tmp_path: Path) -> Path:
+def make_checkout(tmp_path: Path) -> Path:
     """The repository as Argo CD's repo server has it."""
     repo = tmp_path / "repo"
     for part in ("specs", "deploy"):
         shutil.copytree(REPO / part, repo / part)
     (repo / "README.md").write_text("an inference GitOps repository\n")
     return repo
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    return make_checkout(tmp_path)
 
 
 def _out_objects() -> list[dict[str, Any]]:
@@ -161,9 +171,19 @@ def _render(template: Any, values: dict[str, Any]) -> Any:
     return re.sub(r"\{\{(.*?)\}\}", one, template)
 
 
+def _selected(params: dict[str, Any], selector: dict[str, Any] | None) -> bool:
+    """A generator's post selector as Argo CD applies it: matchLabels against the params'
+    top-level string values only (applicationset/generators/generator_spec_processor.go,
+    keepOnlyStringValues)."""
+    strings = {k: v for k, v in params.items() if isinstance(v, str)}
+    wanted = (selector or {}).get("matchLabels", {})
+    return all(strings.get(k) == v for k, v in wanted.items())
+
+
 def _applications(checkout: Path, cluster: str) -> list[dict[str, Any]]:
     """The Applications both ApplicationSets make for one cluster of their list, with the
-    spec files of the checkout as the git generator finds them."""
+    spec files of the checkout as the git generator finds them: with goTemplate, a file's
+    own fields are its params, beside ``path``."""
     apps = []
     for appset in yaml.safe_load_all((REPO / "deploy/argocd/applicationset.yaml").read_text()):
         (generator,) = appset["spec"]["generators"]
@@ -171,11 +191,13 @@ def _applications(checkout: Path, cluster: str) -> list[dict[str, Any]]:
             clusters, files = generator["matrix"]["generators"]
             pattern = files["git"]["files"][0]["path"]
             found = [
-                {"path": str(f.parent.relative_to(checkout)), "filename": f.name,
-                 "filenameNormalized": f.name}
+                {**(yaml.safe_load(f.read_text()) or {}),
+                 "path": {"path": str(f.parent.relative_to(checkout)), "filename": f.name,
+                          "filenameNormalized": f.name}}
                 for f in sorted(checkout.glob(pattern))
             ]  # fmt: skip
-            elements = [{**c, "path": f} for c in clusters["list"]["elements"] for f in found]
+            found = [f for f in found if _selected(f, files.get("selector"))]
+            elements = [{**c, **f} for c in clusters["list"]["elements"] for f in found]
         else:
             elements = generator["list"]["elements"]
         apps += [_render(appset["spec"]["template"], e) for e in elements
@@ -225,41 +247,50 @@ def test_generate_help_lists_what_it_reads() -> None:
 
 
 @pytest.fixture(scope="module")
-def prebuilt() -> Path:
-    """The schema directory with every prebuilt version, as the plugin image carries it."""
-    root = schemas.default_schema_dir()
-    schemas.ensure(root, pinfile.load().kube_prebuilt)
+def image_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The schema directory as the image's build stage makes it (`standbyc tools install`:
+    every prebuilt version), under the strictest umask: what the build leaves is what the
+    image gets, so nothing here widens a mode."""
+    root = tmp_path_factory.mktemp("cmp-build") / "schemas"
+    old = os.umask(0o077)
+    try:
+        schemas.build(root, pinfile.load().kube_prebuilt, allow_network=False)
+    finally:
+        os.umask(old)
     return root
 
 
+def _docker_copy(src: Path, dest: Path) -> None:
+    """`COPY --from=cmp-build SRC/ DEST/`: every file and folder with its mode bits as the
+    build left them, owned by root (no --chown)."""
+    shutil.copytree(src, dest, symlinks=True)  # copy2 and copystat: the modes, unchanged
+    for path in [dest, *dest.rglob("*")]:
+        os.lchown(path, 0, 0)
+
+
 @pytest.fixture
-def sidecar(prebuilt: Path) -> Iterator[dict[str, Any]]:
-    """The plugin's sidecar as its image has it: user 999, the schemas prebuilt in a
-    directory it cannot write, HOME a writable emptyDir, a copy of the repository."""
+def sidecar(image_build: Path) -> Iterator[dict[str, Any]]:
+    """The plugin's sidecar as its image has it: user 999, the schemas copied in as the
+    Dockerfile copies them (root's, the build's modes), HOME a writable emptyDir, a copy of
+    the repository."""
     base = Path(tempfile.mkdtemp(prefix="standbyc-sidecar-"))
     base.chmod(0o755)
-    schemas_ro = base / "schemas"
-    shutil.copytree(prebuilt, schemas_ro, symlinks=True)
-    # Exactly what the image carries: the prebuilt versions, none built here since.
-    keep = set(pinfile.load().kube_prebuilt)
-    manifest = json.loads((schemas_ro / "manifest.json").read_text())
-    manifest["kubernetes"] = {v: e for v, e in manifest["kubernetes"].items() if v in keep}
-    (schemas_ro / "manifest.json").write_text(json.dumps(manifest))
-    for built in (schemas_ro / "kubernetes").iterdir():
-        if ".".join(built.name.removeprefix("v").split(".")[:2]) not in keep:
-            shutil.rmtree(built)
+    schemas_ro = base / "opt" / "standbyc" / "schemas"
+    schemas_ro.parent.mkdir(parents=True)
+    (base / "opt").chmod(0o755)
+    schemas_ro.parent.chmod(0o755)
+    _docker_copy(image_build, schemas_ro)
     repo = base / "repo"
     for part in ("specs", "deploy"):
         shutil.copytree(REPO / part, repo / part)
     home = base / "home"
     home.mkdir()
     os.chown(home, 999, 999)
-    for path in (schemas_ro, repo):
-        subprocess.run(["chmod", "-R", "a-w,a+rX", str(path)], check=True)
+    subprocess.run(["chmod", "-R", "a-w,a+rX", str(repo)], check=True)  # Argo CD's checkout
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home),
            "STANDBYC_SCHEMA_DIR": str(schemas_ro),
            "STANDBYC_TOOLS_DIR": os.environ.get("STANDBYC_TOOLS_DIR", str(REPO / ".tools/bin")),
-           "ARGOCD_APP_NAME": "standbyc-prod-eu-inference-engine"}  # fmt: skip
+           "ARGOCD_APP_NAME": "standbyc-prod-eu-inference-engine", **_own_code()}  # fmt: skip
     yield {"repo": repo, "env": env, "schemas": schemas_ro}
     subprocess.run(["chmod", "-R", "u+w", str(base)], check=False)
     shutil.rmtree(base, ignore_errors=True)
@@ -270,6 +301,29 @@ def _as_sidecar(sidecar: dict[str, Any], **env: str) -> subprocess.CompletedProc
             *PLUGIN["spec"]["generate"]["command"]]  # fmt: skip
     return subprocess.run(argv, cwd=sidecar["repo"], env={**sidecar["env"], **env},
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+
+
+def test_the_sidecar_reads_the_schemas_its_image_carries(sidecar: dict[str, Any]) -> None:
+    """As uid 999, over the tree exactly as the Dockerfile leaves it: every folder 0755 and
+    file 0644 whatever the build's umask, and a prebuilt version validates."""
+    tree = [sidecar["schemas"], *sidecar["schemas"].rglob("*")]
+    assert {oct(p.stat().st_mode & 0o777) for p in tree if p.is_dir()} == {"0o755"}
+    assert {oct(p.stat().st_mode & 0o777) for p in tree if p.is_file()} == {"0o644"}
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in tree} == {(0, 0)}
+    result = _as_sidecar(sidecar, KUBE_VERSION="v1.35.2", PARAM_SPECS="specs")
+    assert result.returncode == 0, result.stderr
+    assert "ok   kubernetes 1.35" in result.stderr
+
+
+def test_a_schema_folder_the_sidecar_cannot_read_is_exit_2(sidecar: dict[str, Any]) -> None:
+    """A tree built before its modes were set (folders 0700, as mkdtemp makes them): a clear
+    message naming what cannot be read and by whom, exit 2, not a traceback."""
+    (sidecar["schemas"] / "kubernetes" / "v1.35.0").chmod(0o700)
+    result = _as_sidecar(sidecar, KUBE_VERSION="v1.35.2", PARAM_SPECS="specs")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "permission denied to uid 999" in result.stderr
+    assert "v1.35.0" in result.stderr, result.stderr
 
 
 def test_the_sidecar_validates_a_version_its_image_lacks(sidecar: dict[str, Any]) -> None:

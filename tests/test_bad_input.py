@@ -24,11 +24,7 @@ BANDWIDTH_HELP = "write a number and a unit such as 25Gbit/s, 25Gbps or 3GB/s (b
 
 EXPECTED = {
     "yaml-syntax": ("10:6: YAML syntax error: did not find expected key"),
-    "unknown-field": (
-        "8:5: spec.tiers.hot.egress: required field is missing\n"
-        "bad/unknown-field.yaml:10:7: spec.tiers.hot.egres: unknown field 'egres'; "
-        "did you mean 'egress'?"
-    ),
+    "unknown-field": ("10:7: spec.tiers.hot.egres: unknown field 'egres'; did you mean 'egress'?"),
     "wrong-type": (
         "9:17: spec.tiers.warm.replicas: Input should be a valid integer, "
         "unable to parse string as an integer (got 'two')"
@@ -37,8 +33,8 @@ EXPECTED = {
         "9:17: spec.tiers.cold.replicas: Input should be greater than or equal to 0 (got -1)"
     ),
     "egress-over-link": (
-        "10:5: spec.tiers: tier egress adds up to 3 x 25 Gbit/s + 2 x 10 Gbit/s + 1 x 5 Gbit/s "
-        "= 100 Gbit/s, which exceeds spec.network.link 50 Gbit/s"
+        "10:5: spec.tiers: tier egress adds up to 3 x 25 Gbit/s = 75 Gbit/s, which exceeds "
+        "spec.network.link 50 Gbit/s"
     ),
     "bad-unit": f"10:15: spec.tiers.hot.egress: cannot parse bandwidth '25Gbs'; {BANDWIDTH_HELP}",
     "bandwidth-without-unit": (

@@ -106,10 +106,23 @@ class Alert:
     records: tuple[Record, ...] = ()  # what the alert reads, recorded in its group
 
 
+_REGEX_META = frozenset(".^$*+?()[]{}|\\")
+
+
 def selector(matchers: dict[str, str], regex: dict[str, str] | None = None) -> str:
+    """A label selector; a ``regex`` value with nothing but literal characters (one tier of a
+    list) is written as an equality, which is what it means (pint: redundant regexp)."""
     parts = [f'{k}="{v}"' for k, v in matchers.items()]
-    parts += [f'{k}=~"{v}"' for k, v in (regex or {}).items()]
+    parts += [
+        f'{k}=~"{v}"' if _REGEX_META & set(v) else f'{k}="{v}"' for k, v in (regex or {}).items()
+    ]
     return "{" + ", ".join(parts) + "}"
+
+
+def one_of(values: list[str]) -> str:
+    """A regex part matching exactly one of ``values``: a group only when there is a choice,
+    so one tier stays a literal (``-hot``, not ``-(hot)``)."""
+    return values[0] if len(values) == 1 else "(" + "|".join(values) + ")"
 
 
 def counter_values(

@@ -11,7 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from compiler import units
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, selector
+from compiler.alerts.base import (
+    OTHER_NAMESPACE,
+    Alert,
+    Case,
+    Context,
+    Expect,
+    Series,
+    one_of,
+    selector,
+)
 
 KEY = "weightSyncFailed"  # its settings in the spec: alerts.weightSyncFailed
 RATE = False
@@ -26,12 +35,12 @@ def build(ctx: Context) -> Alert | None:
     prefix = ctx.plan.names.weight_sync("")
     # A CronJob's Jobs are named <cronjob>-<scheduled time in minutes>.
     suffix = "(-[0-9]+)?" if scheduled else ""
-    job_re = f"{prefix}({'|'.join(sync_tiers)}){suffix}"
+    job_re = f"{prefix}{one_of(sync_tiers)}{suffix}"
     sel = selector({"namespace": ctx.ns, "condition": "true"}, {"job_name": job_re})
     expr = f"max by (namespace, job_name) (kube_job_failed{sel}) > 0\n"
     if scheduled:
         created = selector({"namespace": ctx.ns}, {"job_name": job_re})
-        cronjobs = selector({"namespace": ctx.ns}, {"cronjob": f"{prefix}({'|'.join(sync_tiers)})"})
+        cronjobs = selector({"namespace": ctx.ns}, {"cronjob": f"{prefix}{one_of(sync_tiers)}"})
         expr += (
             "# a later run of the same CronJob succeeded: this failure is history\n"
             "unless on (namespace, job_name)\n"

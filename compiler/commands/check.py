@@ -73,7 +73,7 @@ class CheckOutcome:
     def exit_code(self) -> int:
         if self.result.diagnostics:
             return EXIT_BAD_INPUT
-        return EXIT_FAILED if self.result.changes.paths else EXIT_OK
+        return EXIT_FAILED if self.result.changes.paths or self.result.refused else EXIT_OK
 
     def _diff(self) -> str:
         from compiler import outdir
@@ -102,10 +102,13 @@ class CheckOutcome:
         r = self.result
         if r.diagnostics:
             return "\n".join(str(d) for d in r.diagnostics)
+        # A missed objective is said at every commit, and refuses it where the spec (its
+        # failover.strict) asks: compile would not write such a tree either.
+        lines = [f"{severity}: {m}" for severity, m in r.objectives()]
         if stale := r.changes.paths:
             files = "1 file differs" if len(stale) == 1 else f"{len(stale)} files differ"
-            return f"{r.out}/ is stale ({files}); run: standbyc compile"
-        return ""
+            lines.append(f"{r.out}/ is stale ({files}); run: standbyc compile")
+        return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -135,6 +135,8 @@ class CompileOutcome:
         }
 
     def text(self) -> str:
+        from compiler.gate.report import warning_count  # the gate loads only when it is needed
+
         r = self.result
         if not r.ok:
             return ""
@@ -150,7 +152,14 @@ class CompileOutcome:
             lines += _spec_lines(spec_summary(one), doc)
         if shared := self._shared_allowlist():
             lines.append(f"  one kube-state-metrics for all {len(r.specs)} specs: {shared}")
-        lines.append(r.report.summary_text() if r.report else "validation skipped (--no-validate)")
+        also = {
+            "missed failover objective(s)": len(r.missed),
+            "from the specs (on stderr)": len(r.warnings),
+        }
+        if r.report:
+            lines.append(r.report.summary_text(also))
+        else:
+            lines.append(f"validation skipped (--no-validate); {warning_count(0, also)}")
         return "\n".join(lines)
 
     def problem(self) -> str:
@@ -162,9 +171,8 @@ class CompileOutcome:
             failed = f"validation failed; {r.out}/ was left unchanged\n{r.report.summary_text()}"
             return "\n".join([failed, *warnings])
         if r.missed:
-            what = "error" if r.strict else "warning"
-            tail = f"; {r.out}/ was left unchanged" if r.strict else ""
-            return "\n".join([*warnings, *(f"{what}: {m}" for m in r.missed)]) + tail
+            tail = f"; {r.out}/ was left unchanged" if r.refused else ""
+            return "\n".join([*warnings, *(f"{sev}: {m}" for sev, m in r.objectives())]) + tail
         return "\n".join(warnings)
 
 
@@ -210,5 +218,5 @@ def run(args: argparse.Namespace) -> int:
         return emit(CompileOutcome(compile_tree(args.paths, args.out, **options)), args.format)
     if args.format != "text":
         raise UsageError("--stdout prints YAML; it takes no --format")
-    compiled = CompileOutcome(compile_objects(args.paths, **options), stdout=True)
+    compiled = CompileOutcome(compile_objects(args.paths, **options, part=args.part), stdout=True)
     return emit(StreamOutcome(compiled, args.part), "text")

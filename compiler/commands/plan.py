@@ -48,7 +48,7 @@ class PlanOutcome:
     def exit_code(self) -> int:
         if self.result.diagnostics:
             return EXIT_BAD_INPUT
-        return EXIT_FAILED if self.result.strict and self.result.missed else EXIT_OK
+        return EXIT_FAILED if self.result.refused else EXIT_OK
 
     def to_json(self) -> dict[str, Any]:
         r = self.result
@@ -68,20 +68,28 @@ class PlanOutcome:
         }
 
     def text(self) -> str:
+        from compiler.render.plan_doc import CHART
+
         r = self.result
-        docs = [
-            text.split("\n", 1)[1]  # without the generated-file comment
-            for path, text in sorted(r.files.items())
-            if any(path == f"{one.directory}/PLAN.md" for one in r.specs)
-        ]
+        docs = []
+        for one in r.specs:
+            text = r.files[f"{one.directory}/PLAN.md"].split("\n", 1)[1]  # no generated comment
+            # plan writes nothing, so it points at the chart where compile writes it.
+            chart = f"out/{one.directory}/{CHART}"
+            lines = [
+                f"(chart: `standbyc compile` writes it beside PLAN.md, as {chart})"
+                if line.startswith("![") and line.endswith(f"]({CHART})")
+                else line
+                for line in text.split("\n")
+            ]
+            docs.append("\n".join(lines))
         return "\n".join(docs)
 
     def problem(self) -> str:
         r = self.result
         if r.diagnostics:
             return "\n".join(str(d) for d in r.diagnostics)
-        what = "error" if r.strict else "warning"
-        return "\n".join(f"{what}: {m}" for m in r.missed)
+        return "\n".join(f"{severity}: {m}" for severity, m in r.objectives())
 
 
 def run(args: argparse.Namespace) -> int:

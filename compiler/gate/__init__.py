@@ -384,7 +384,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
     waited = 0.0  # time this thread spent blocked on tool processes
     with tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp:
         todo = memo.plan(work, setup.sd, display, setup.policy_shown)
-        while not todo.empty():
+        while not todo.empty() or memo.unplanned():
             ran, seconds = _run_tools(setup, todo, Path(tmp))
             waited += seconds
             todo = memo.settle(ran)
@@ -426,10 +426,11 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
 def _run_tools(setup: _Setup, todo: verdicts.Work, tmp: Path) -> tuple[verdicts.Ran, float]:
     """Every validator over ``todo``, concurrently: one kubeconform per Kubernetes version,
     promtool's unit tests in batches (one process per core), Kyverno, and promtool check
-    rules then pint. Also the time this thread waited for them."""
+    rules then pint; and kubeconform at the versions the reuse layer plans while those
+    run (``memo.later``). Also the time this thread waited for them."""
     root, display, cores = setup.root, setup.display, os.cpu_count() or 1
     versions = [v for v, ms in todo.kube.items() if ms]
-    workers = max(1, cores // max(1, len(versions)))
+    workers = max(1, cores // len(setup.versions))
     batches = _batches(todo.tests, cores, min_size=25) if todo.tests else []
     waited = 0.0
 
@@ -441,12 +442,12 @@ def _run_tools(setup: _Setup, todo: verdicts.Work, tmp: Path) -> tuple[verdicts.
         finally:
             waited += time.perf_counter() - t0
 
-    with ThreadPoolExecutor(max_workers=len(versions) + len(batches) + 2) as pool:
-        kube = {
-            v: pool.submit(kubeconform.run, setup.sd, v, todo.kube[v], cwd=root,
-                           display_root=setup.shown_root, workers=workers)
-            for v in versions
-        }  # fmt: skip
+    def validate(version: str, manifests: list[str]) -> Future[kubeconform.Run]:
+        return pool.submit(kubeconform.run, setup.sd, version, manifests, cwd=root,
+                           display_root=setup.shown_root, workers=workers)  # fmt: skip
+
+    with ThreadPoolExecutor(max_workers=len(setup.versions) + len(batches) + 2) as pool:
+        kube = {v: validate(v, todo.kube[v]) for v in versions}
         tested = [
             pool.submit(promtool.test_rules, batch, cwd=root, display=display) for batch in batches
         ]
@@ -458,6 +459,8 @@ def _run_tools(setup: _Setup, todo: verdicts.Work, tmp: Path) -> tuple[verdicts.
         checked = (
             pool.submit(_check_then_lint, todo.rules, tmp, setup.have_pint) if todo.rules else None
         )
+        # Here, while the tools above run: which manifests the later versions validate.
+        kube.update({v: validate(v, ms) for v, ms in setup.memo.later().items() if ms})
         rules = wait(checked) if checked is not None else (verdicts.EMPTY, None)
         ran = verdicts.Ran(
             kube={v: wait(f) for v, f in kube.items()},

@@ -8,6 +8,7 @@ are reported and do not.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,25 +28,37 @@ _FAILING = {"bug", "fatal"}
 
 @dataclass(frozen=True)
 class _RuleLines:
-    starts: list[tuple[int, str]]  # (1-based first line, JSON pointer in the PrometheusRule)
+    # (1-based first line, JSON pointer in the PrometheusRule, the rule's alert or record)
+    starts: list[tuple[int, str, str]]
 
-    def pointer(self, line: int) -> str:
-        found = "/spec/groups"
-        for start, ptr in self.starts:
+    def rule(self, line: int) -> tuple[str, str]:
+        """The pointer and the name of the rule at ``line`` of the plain rules file."""
+        found = ("/spec/groups", "")
+        for start, ptr, name in self.starts:
             if start <= line:
-                found = ptr
+                found = (ptr, name)
         return found
 
 
 def _rule_lines(path: Path) -> _RuleLines:
     data = YAML(typ="rt", pure=True).load(path.read_text())
-    starts: list[tuple[int, str]] = []
+    starts: list[tuple[int, str, str]] = []
     groups = data.get("groups") or []
     for gi, group in enumerate(groups):
         rules: CommentedSeq = group.get("rules") or CommentedSeq()
-        for ri in range(len(rules)):
-            starts.append((rules.lc.item(ri)[0] + 1, f"/spec/groups/{gi}/rules/{ri}"))
+        for ri, rule in enumerate(rules):
+            name = str(rule.get("alert") or rule.get("record") or "")
+            starts.append((rules.lc.item(ri)[0] + 1, f"/spec/groups/{gi}/rules/{ri}", name))
     return _RuleLines(sorted(starts))
+
+
+_MD_LINK = re.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
+
+
+def _plain(details: str) -> str:
+    """pint's explanation, which it writes in Markdown, as text: ``[docs](url)`` reads as
+    ``docs: url``."""
+    return _MD_LINK.sub(r"\1 (\2)", details)
 
 
 def lint(sources: Sequence[RuleSource], tmp: Path) -> Outcome:
@@ -67,14 +80,13 @@ def lint(sources: Sequence[RuleSource], tmp: Path) -> Outcome:
         if src is None:
             continue
         lines = problem.get("lines") or [0]
-        pointer = _rule_lines(tmp / src.plain_file).pointer(int(lines[0]))
+        pointer, rule = _rule_lines(tmp / src.plain_file).rule(int(lines[0]))
         severity = ERROR if str(problem.get("severity", "")).lower() in _FAILING else WARNING
         text = f"{problem.get('problem', '')} ({problem.get('reporter', '')})"
-        if len(lines) > 1 or lines[0]:
-            span = f"lines {min(lines)}-{max(lines)}" if len(lines) > 1 else f"line {lines[0]}"
-            text += f"; {span} of the rules file"
+        if rule:  # the lines pint counts are of a scratch file: the rule's name is what helps
+            text += f" in {rule}"
         if details := str(problem.get("details") or "").strip():
-            text += f"\n{details}"  # pint's own explanation, whole
+            text += f"; {_plain(details)}"  # pint's own explanation, whole
         findings.append(
             Finding(src.display_file, "PrometheusRule", src.name, pointer, text, "pint", severity)
         )

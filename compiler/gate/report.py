@@ -11,6 +11,17 @@ ERROR: Severity = "error"
 WARNING: Severity = "warning"
 
 
+def warning_count(found: int, also: dict[str, int]) -> str:
+    """``3 warnings (1 missed failover objective, 1 from the specs)``: the total, and what the
+    ones not found by a validator are."""
+    extra = {what: n for what, n in also.items() if n}
+    total = found + sum(extra.values())
+    parts = ([f"{found} from the validators"] if found and extra else []) + [
+        f"{n} {what}" for what, n in extra.items()
+    ]
+    return f"{total} warnings" + (f" ({', '.join(parts)})" if parts else "")
+
+
 @dataclass(frozen=True)
 class Finding:
     """One problem, located the way kubeconform locates it: file, Kind/name, JSON pointer."""
@@ -103,7 +114,9 @@ class Report:
         """Time spent in standbyc itself: the wall time minus the time spent waiting on tools."""
         return max(0.0, self.wall_seconds - self.tools_wall_seconds)
 
-    def summary_text(self) -> str:
+    def summary_text(self, also: dict[str, int] | None = None) -> str:
+        """The report for people; ``also`` counts warnings found before the gate (by what
+        they are), so the verdict line counts every warning the run printed."""
         lines = [f.render(self.kube_versions) for f in self.findings]
         if lines:
             lines.append("")
@@ -133,7 +146,7 @@ class Report:
                 "a unit test that differs only in its spec's name and namespace)"
             )
         verdict = "PASSED" if self.ok else "FAILED"
-        lines.append(f"{verdict}: {n_err} errors, {n_warn} warnings")
+        lines.append(f"{verdict}: {n_err} errors, {warning_count(n_warn, also or {})}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

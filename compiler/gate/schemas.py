@@ -19,6 +19,7 @@ cache.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -342,7 +343,19 @@ def build(
         "crd_sources": [s.label for s in pins.crds],
     }
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    readable_by_all(root)
     return manifest
+
+
+def readable_by_all(root: Path) -> None:
+    """Folders 0755, files 0644 under ``root``, whatever the umask: the tree is copied as it
+    is into images whose user is not its owner (the Argo CD plugin's runs as uid 999)."""
+    root.chmod(0o755)
+    for dirpath, dirnames, filenames in os.walk(root):  # links are not followed, nor changed
+        for names, mode in ((dirnames, 0o755), (filenames, 0o644)):
+            for path in (Path(dirpath) / name for name in names):
+                if not path.is_symlink():
+                    path.chmod(mode)
 
 
 def _built_versions(sd: SchemaDir) -> dict[str, Any]:
@@ -378,7 +391,7 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
     wanted = [normalize_version(v) for v in kube_versions]
     missing = [v for v in wanted if v not in built]
     if not missing:
-        return sd
+        return readable(sd, wanted)
     shipped = pinfile.load().kube_available
     if unknown := [v for v in missing if v not in shipped]:
         raise SchemasMissing(
@@ -388,12 +401,12 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
             f"package), or {build_hint()}"
         )
     if fresh and not os.access(root, os.W_OK):
-        return _overlay(sd, missing)
+        return readable(_overlay(sd, missing), wanted)
     try:
         build(root, wanted, allow_network=False, keep_existing=fresh)
     except PermissionError:
         if fresh:
-            return _overlay(sd, missing)
+            return readable(_overlay(sd, missing), wanted)
         raise SchemasMissing(
             f"the offline schema directory {root} cannot be written and holds no schemas "
             f"built from these pins; {build_hint()}"
@@ -405,6 +418,21 @@ def ensure(root: Path, kube_versions: Sequence[str]) -> SchemaDir:
             f"{', '.join(missing)}, and cannot be built offline:\n  {exc}\n"
             f"run: {build_hint()}"
         ) from exc
+    return sd
+
+
+def readable(sd: SchemaDir, versions: Sequence[str]) -> SchemaDir:
+    """``sd``, once every folder and file kubeconform would read at ``versions`` is open to
+    this user; else PermissionError (exit 2, naming it): kubeconform itself would report
+    every manifest invalid, as if the manifests were at fault."""
+    for place in [sd.crds, *(sd.kube_dir(v) for v in versions)]:
+        paths = [place]
+        if os.access(place, os.R_OK | os.X_OK):
+            paths += [Path(entry.path) for entry in os.scandir(place)]
+        for path in paths:
+            mode = os.R_OK | (os.X_OK if path == place else 0)
+            if not os.access(path, mode):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
     return sd
 
 
@@ -439,6 +467,7 @@ def _overlay(sd: SchemaDir, versions: Sequence[str]) -> SchemaDir:
             "files": build_kubernetes(extra / "kubernetes" / f"v{version}.0", version)
         }
     manifest_path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
+    readable_by_all(extra)
     return out
 
 
@@ -448,6 +477,7 @@ def _building(dest: Path) -> Iterator[Path]:
     when it fails (a failed build leaves nothing in the cache)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would be swapped in as the finished folder's mode
     try:
         yield tmp
     except BaseException:

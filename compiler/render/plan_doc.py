@@ -148,6 +148,9 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
     context = {
         "directory": f"{plan.namespace}/{plan.name}",
         "verdict": f.verdict(),
+        # The first line a reviewer reads: a missed objective is not left to the body.
+        "heading": f"{plan.namespace}/{plan.name}"
+        + {True: ": objective met", False: ": OBJECTIVE MISSED", None: ""}[f.met],
         "chart": CHART,
         "scenario": _scenario(plan),
         "phases": _phase_rows(plan),

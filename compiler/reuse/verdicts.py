@@ -35,6 +35,8 @@ T = TypeVar("T")
 # From this many tests on, their abstractions are proven in worker processes (a proof
 # takes about 15 ms; starting the workers about 0.1 s).
 PARALLEL_FROM = 16
+# Remembered once a run kept passes under keys with the spec's names abstracted.
+ABSTRACTED = "promtool-test-abstracted"
 
 _RULE_FILES = re.compile(r"^rule_files:\n((?:[ \t]*- .*\n)+)", re.MULTILINE)
 _POLICIES = re.compile(r"^policies:\n((?:[ \t]*- .*\n)+)", re.MULTILINE)
@@ -89,7 +91,10 @@ def schemas_key(sd: SchemaDir, versions: Sequence[str]) -> str:
         places.append(own)
         if sd.overlay is not None:
             places.append(sd.overlay / "kubernetes" / own.name)
-    return store.key("schemas", sd.identity(), *(f"{p}:{store.tree_digest(p)}" for p in places))
+    kept = store.Store("gate")
+    return store.key(
+        "schemas", sd.identity(), *(f"{p}:{store.stamped_tree_digest(p, kept)}" for p in places)
+    )
 
 
 class GateMemo:
@@ -199,10 +204,21 @@ class GateMemo:
             return None
         return self._key("promtool-test-exact", self._tool("promtool"), *found[0], *found[1])
 
+    def _may_share(self, rels: Sequence[str]) -> bool:
+        """Whether keys with the spec's names abstracted can pay in this run: tests of
+        another spec are here (one may be the same test but for its names), or the cache
+        holds passes kept under such keys. Otherwise proving them costs about 15 ms a test
+        and finds nothing: one spec's tests are never the same test as each other."""
+        specs = {rel.split("/tests/", 1)[0] for rel in rels}
+        return len(specs) > 1 or self.agreed(self._key(ABSTRACTED))
+
     def test_keys(self, rels: Sequence[str]) -> list[str | None]:
         """Each promtool test's key with its spec's names abstracted, where that is sound
-        (else over its exact bytes). The proofs are independent and CPU-bound: with many
-        tests they run in worker processes (``compiler.forkmap``)."""
+        and can pay (else over its exact bytes). The proofs are independent and CPU-bound:
+        with many tests they run in worker processes (``compiler.forkmap``)."""
+        if not self._may_share(rels):
+            return [self.test_exact_key(rel) for rel in rels]
+        self.remember(self._key(ABSTRACTED))  # passes may be kept under such keys from now
         found = [self._test_files(rel) for rel in rels]
         jobs: list[identity.TestJob] = []
         for rel, f in zip(rels, found, strict=True):
@@ -405,22 +421,16 @@ class GateMemo:
         policy_shown: Callable[[str], str],
     ) -> Work:
         """Of ``work``, what the validators must run: the rest is a remembered pass, a run
-        shared with another spec's test, or another Kubernetes version's verdict."""
+        shared with another spec's test, or another Kubernetes version's verdict. The
+        first Kubernetes version is planned here; the later ones, which need the schemas'
+        shapes, come from ``later()``, which the gate calls while this work already runs
+        (reading the shapes takes as long as a kubeconform run: it should not wait for
+        one)."""
         self._display, self._policy_shown = display, policy_shown
-        manifests = sorted({m for ms in work.kube.values() for m in ms})
-        versions = list(work.kube)
-        self._owned = (
-            shapes.owners(sd, versions, manifests, self.parsed_documents)
-            if self.on
-            else shapes.Owners()
-        )
-        self._kube = {
-            v: self.split(
-                [m for m in ms if (m, v) not in self._owned],
-                functools.partial(self._kube_keys, v),
-            )
-            for v, ms in work.kube.items()
-        }
+        self._sd, self._versions = sd, dict(work.kube)
+        self._owned = shapes.Owners()
+        self._kube: dict[str, Split[str]] = {}
+        self._split_kube(list(work.kube)[:1] if self.on else list(work.kube))
         self._tests = self.split(work.tests, self.test_keys, share=True, exact=self.test_exact_key)
         self._policies = self.split(
             work.policies, lambda ds: [self.policy_key(d) for d in ds], share=True
@@ -435,6 +445,33 @@ class GateMemo:
             rules=self._rules.todo,
         )
         return self._pending
+
+    def unplanned(self) -> bool:
+        """Whether ``later`` has versions left to plan."""
+        return any(v not in self._kube for v in self._versions)
+
+    def later(self) -> dict[str, list[str]]:
+        """The manifests to validate at the later Kubernetes versions (none once planned):
+        those whose schema there has a shape that lets no earlier version's verdict
+        stand (``compiler.reuse.shapes``)."""
+        if not self.unplanned():
+            return {}
+        rest = [v for v in self._versions if v not in self._kube]
+        manifests = sorted({m for ms in self._versions.values() for m in ms})
+        self._owned = shapes.owners(
+            self._sd, list(self._versions), manifests, self.parsed_documents
+        )
+        self._split_kube(rest)
+        more = {v: self._kube[v].todo for v in rest}
+        self._pending.kube.update(more)
+        return more
+
+    def _split_kube(self, versions: Sequence[str]) -> None:
+        for v in versions:
+            self._kube[v] = self.split(
+                [m for m in self._versions[v] if (m, v) not in self._owned],
+                functools.partial(self._kube_keys, v),
+            )
 
     def settle(self, ran: Ran) -> Work:
         """Take what ran; what must run too: tests whose shared run failed (each on its

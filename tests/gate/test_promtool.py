@@ -38,13 +38,16 @@ def test_pint_reports_the_same_broken_rule(validators: Path, need: Callable[...,
     need("pint")
     report = run_gate(FIXTURES / "broken" / "bad-promql", schema_dir=validators, display_root="out")
     linted = [f for f in report.errors if f.tool == "pint"]
-    assert [(f.pointer, f.message.splitlines()[0]) for f in linted] == [
+    assert [(f.pointer, f.message.split(";")[0]) for f in linted] == [
         (
             "/spec/groups/0/rules/1",
-            "PromQL syntax error (promql/syntax); line 8 of the rules file",
+            "PromQL syntax error (promql/syntax) in StandbyEgressHotOverLimit",
         )
     ]
-    assert "PromQL documentation" in linted[0].message  # pint's own explanation, kept whole
+    # pint's own explanation, kept whole, on the same line, its Markdown links as text
+    assert "(https://prometheus.io/docs/" in linted[0].message
+    assert "for PromQL documentation" in linted[0].message
+    assert "\n" not in linted[0].message and "](" not in linted[0].message
 
 
 def test_threshold_off_by_8_fails_the_unit_test(validators: Path) -> None:

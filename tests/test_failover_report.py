@@ -1,0 +1,131 @@
+"""A failover plan where the user stands: a missed objective counted in the summary, on
+PLAN.md's first line and, where the spec asks, refusing the commit; the chart drawn for
+every spec, in proportion, with the objective marked; `standbyc plan` pointing at a chart
+it does not write; a bandwidth written in bytes named when it breaks the link budget."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from xml.etree import ElementTree
+
+from compiler.api import compile_tree
+from tests.conftest import run_cli
+
+SVG = "{http://www.w3.org/2000/svg}"
+HEAD = "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\n"
+
+
+def _spec(path: Path, name: str, body: str) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    spec = path / f"{name}.yaml"
+    spec.write_text(HEAD + f"metadata: {{name: {name}, namespace: ml}}\nspec:\n{body}")
+    return spec
+
+
+ONE_TIER = "  tiers:\n    hot: {replicas: 2, egress: 25Gbit/s}\n"
+MISSED = ONE_TIER + "  failover: {rto: 30s}\n"
+
+
+def test_a_missed_objective_is_counted_and_heads_plan_md(tmp_path: Path) -> None:
+    spec = _spec(tmp_path / "specs", "solo", MISSED)
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0, result.err
+    assert "warning: " in result.err and "objective missed: failover takes" in result.err
+    assert result.out.rstrip().endswith(
+        "validation skipped (--no-validate); 1 warnings (1 missed failover objective(s))"
+    )
+    plan = (tmp_path / "out/ml/solo/PLAN.md").read_text().split("\n")
+    assert plan[1] == "# Failover plan: ml/solo: OBJECTIVE MISSED"  # [0]: the generated header
+
+
+def test_the_verdict_line_counts_every_warning(tmp_path: Path) -> None:
+    """With the validators: their findings, the specs' own warnings and the missed
+    objective in one count."""
+    spec = _spec(tmp_path / "specs", "solo", MISSED.replace("namespace: ml", ""))
+    spec.write_text(spec.read_text().replace(", namespace: ml", ""))
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"))
+    assert result.code == 0, result.err
+    verdict = result.out.rstrip().rsplit("\n", 1)[1]
+    match = re.fullmatch(r"PASSED: 0 errors, (\d+) warnings \((.*)\)", verdict)
+    assert match, verdict
+    assert "1 missed failover objective(s)" in match.group(2)
+    assert "1 from the specs (on stderr)" in match.group(2)
+    assert result.err.count("warning: ") == int(match.group(1))
+
+
+def test_failover_strict_refuses_only_its_own_spec_and_the_commit(tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    _spec(specs, "lenient", MISSED)
+    strict = _spec(specs, "strict", ONE_TIER + "  failover: {rto: 10m, strict: true}\n")
+    out = tmp_path / "out"
+    first = run_cli("compile", str(specs), "--out", str(out), "--no-validate")
+    assert first.code == 0, first.err  # lenient misses (a warning); strict meets its own
+    assert "warning: " in first.err and "error: " not in first.err
+    assert run_cli("check", str(specs), "--out", str(out)).code == 0
+    strict.write_text(strict.read_text().replace("rto: 10m", "rto: 20s"))
+    before = sorted(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    refused = run_cli("compile", str(specs), "--out", str(out), "--no-validate")
+    assert refused.code == 1
+    assert "error: " in refused.err and "ml/strict: objective missed" in refused.err
+    assert "warning: " in refused.err and "ml/lenient: objective missed" in refused.err
+    assert sorted(p.read_bytes() for p in out.rglob("*") if p.is_file()) == before
+    # The pre-commit hook (standbyc check) says why the commit is refused.
+    check = run_cli("check", str(specs), "--out", str(out), "--changed", str(strict))
+    assert check.code == 1
+    assert "error: " in check.err and "ml/strict: objective missed" in check.err
+
+
+def test_plan_points_at_the_chart_compile_writes(tmp_path: Path) -> None:
+    spec = _spec(tmp_path / "specs", "solo", MISSED)
+    result = run_cli("plan", str(spec))
+    assert result.code == 0
+    assert "](plan.svg)" not in result.out
+    assert "(chart: `standbyc compile` writes it beside PLAN.md, as out/ml/solo/plan.svg)" in (
+        result.out
+    )
+
+
+def _chart(tmp_path: Path, body: str) -> ElementTree.Element:
+    spec = _spec(tmp_path / "specs", "solo", body)
+    files = compile_tree([spec], tmp_path / "out", validate=False, write=False).files
+    return ElementTree.fromstring(files["ml/solo/plan.svg"])
+
+
+def test_a_one_tier_spec_draws_its_traffic(tmp_path: Path) -> None:
+    """Health checks and handshakes are a sliver of a 100 Gbit/s link: the axis is scaled to
+    them and the limits above it are named, not drawn off the plot."""
+    root = _chart(tmp_path, ONE_TIER)
+    bars = [r for r in root.iter(f"{SVG}rect") if r.get("fill") in ("#4e79a7", "#f28e2b")]
+    assert max(float(r.get("height", 0)) for r in bars) > 100  # migration fills the plot
+    texts = [t.text or "" for t in root.iter(f"{SVG}text")]
+    assert "above this scale:" in texts and "link 100 Gbit/s" in texts
+    assert any("bandwidth axis scaled to the traffic" in t for t in texts)
+
+
+def test_the_time_axis_is_in_proportion_and_the_objective_marked(tmp_path: Path) -> None:
+    root = _chart(tmp_path, MISSED)
+    # detect 30 s, drain 5 s, migrate 50 s, sync 0 s, warm up 30 s: x grows with seconds.
+    ticks = {t.text: float(t.get("x", 0)) for t in root.iter(f"{SVG}text")
+             if (t.text or "").endswith(" s") and (t.text or "")[:-2].isdigit()}  # fmt: skip
+    per_second = (ticks["100 s"] - ticks["0 s"]) / 100
+    assert abs((ticks["40 s"] - ticks["0 s"]) / 40 - per_second) < 0.01
+    health = [r for r in root.iter(f"{SVG}rect") if r.get("fill") == "#4e79a7"]
+    detect, drain = (float(r.get("width", 0)) for r in health[:2])
+    assert abs(detect / drain - 30 / 5) < 0.05  # widths in proportion to time, no floor
+    rto = [line for line in root.iter(f"{SVG}line") if line.get("stroke") == "#e15759"
+           and line.get("stroke-width") == "2"]  # fmt: skip
+    assert len(rto) == 1  # the objective, red: missed
+    assert abs(float(rto[0].get("x1", 0)) - (ticks["0 s"] + 30 * per_second)) < 0.2
+    assert "failover.rto 30s" in [t.text for t in root.iter(f"{SVG}text")]
+
+
+def test_egress_in_bytes_past_the_link_says_bits_or_bytes(tmp_path: Path) -> None:
+    spec = _spec(tmp_path / "specs", "solo", "  tiers:\n    hot: {replicas: 3, egress: 5GB/s}\n")
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 2
+    assert "tier egress adds up to 3 x 40 Gbit/s = 120 Gbit/s, which exceeds" in result.err
+    assert (
+        "spec.tiers.hot.egress: '5GB/s' is bytes per second, 40 Gbit/s: a capital B is a "
+        "byte. If you meant bits, write 5Gb/s"
+    ) in result.err
