@@ -311,7 +311,9 @@ def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=float,
         metavar="SECONDS",
         help="the whole sync's budget: past it nothing more is asked of the store (exit 4); "
-        "default none",
+        "default 5 minutes for the index, then 5 minutes plus two full copies of the "
+        "generation at --min-rate (or --rate-limit if lower). Each wait between retries is "
+        "announced on stderr",
     )
     s.add_argument(
         "--lock-wait",

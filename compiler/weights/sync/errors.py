@@ -49,3 +49,8 @@ class StoreDenied(WeightsError):
 class PublishRaced(WeightsError):
     """Another publisher wrote the store's index, or the same generation's files, first:
     nothing of this run is named by the index; publish again on top of it."""
+
+
+class StateDamaged(WeightsError):
+    """An entry of a tier's state directory is not what a sync made (a link, a FIFO, a
+    directory where a file goes): the sync refuses to write through it."""
