@@ -51,6 +51,11 @@ class PublishRaced(WeightsError):
     nothing of this run is named by the index; publish again on top of it."""
 
 
+class SourceChanged(WeightsError):
+    """The model directory changed, or lost a file, while it was published: nothing of it
+    was published."""
+
+
 class StateDamaged(WeightsError):
     """An entry of a tier's state directory is not what a sync made (a link, a FIFO, a
     directory where a file goes): the sync refuses to write through it."""
