@@ -215,7 +215,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
             f"{len(stats.files_patched)} with a patch ({stats.patch_bytes} bytes)"
         )
         if stats.delta_base == "manifest":
-            delta += f" (against its manifest: {stats.delta_from}'s weights are not in {store})"
+            delta += f" (against its manifest: {stats.delta_from}'s weights are not in {store}"
+            if writer is not None:
+                delta += "; without --no-fetch-base they are downloaded for an XOR delta"
+            delta += ")"
         line = f"{args.to}: published generation {stats.generation}; weights {delta}{files}"
         if stats.new_store:
             line += "; a new store (there was no index)"
@@ -231,6 +234,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
             line += f"; pruned {len(stats.pruned)} files"
         if writer is not None:
             up = writer.stats
+            if up.base_bytes:
+                line += (
+                    f"; downloaded generation {stats.delta_from}'s weights ({up.base_bytes} "
+                    f"bytes) for the delta: the cache lacked them (kept for the next one)"
+                )
             line += (
                 f"; uploaded {up.objects} object(s), {up.bytes_sent} bytes"
                 + (f" ({up.resumed_bytes} bytes already sent by a stopped run)"
@@ -246,7 +254,7 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
     directory is then its local cache)."""
     if not is_s3(args.to):
         for flag in ("endpoint_url", "profile", "cache", "rate_limit", "fetch_base"):
-            if getattr(args, flag) not in (None, False):
+            if getattr(args, flag) is not None:
                 raise UsageError(f"--{flag.replace('_', '-')} is for an s3:// store")
         return Path(args.to), None
     try:
@@ -260,7 +268,8 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
     rate = _bandwidth(args.rate_limit, "--rate-limit")
     window = 0 if args.merge == "off" else args.merge_window
     writer = S3Store(bucket, part_size=part, rate_bits_per_second=rate,
-                     fetch_base=args.fetch_base, merge_window=window)  # fmt: skip
+                     fetch_base=args.fetch_base is not False, merge_window=window,
+                     notice=_notice)  # fmt: skip
     return args.cache or default_cache(bucket), writer
 
 

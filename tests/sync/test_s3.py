@@ -167,13 +167,15 @@ def test_publish_to_a_private_bucket_then_sync(
     assert [p for p in cached if not p.startswith(".")] == [
         "anchors/42/model.safetensors", "index.json"
     ]  # fmt: skip
-    # Without the cache (another machine): the delta is made against 42's manifest.
-    code, doc, err = publish_s3(s3, generations[3], 43, tmp_path / "elsewhere", *PLAIN)
+    # Without the cache (another machine), told not to download: against 42's manifest.
+    code, doc, err = publish_s3(s3, generations[3], 43, tmp_path / "elsewhere",
+                                "--no-fetch-base", *PLAIN)  # fmt: skip
     assert code == 0, err
     assert (doc["delta_from"], doc["delta_base"]) == (42, "manifest")
     assert doc["delta_bytes"] > 4 * xor_delta  # changed chunks whole, not XORed
-    # Or the latest anchor is downloaded (resumable, verified) for an XOR delta.
-    code, doc, err = publish_s3(s3, generations[4], 44, tmp_path / "third", "--fetch-base", *PLAIN)
+    assert doc["base_downloaded_bytes"] == 0
+    # By default the latest anchor is downloaded (resumable, verified) for an XOR delta.
+    code, doc, err = publish_s3(s3, generations[4], 44, tmp_path / "third", *PLAIN)
     assert code == 0, err
     assert (doc["delta_from"], doc["delta_base"]) == (43, "anchor")
     assert doc["base_downloaded_bytes"] == generations[3].stat().st_size
@@ -209,7 +211,7 @@ def test_publish_to_s3_merges_deltas_from_a_cache_that_lacked_them(
     code, _, err = run_env(with_arg(cmd, "--generation", "39"), s3.env())
     assert code == 0, err
     elsewhere = tmp_path / "elsewhere"  # another machine: no anchor, no deltas
-    code, doc, err = publish_s3(s3, generations[4], 42, elsewhere, "--fetch-base")
+    code, doc, err = publish_s3(s3, generations[4], 42, elsewhere)
     assert code == 0, err
     assert doc["chain_downloaded_bytes"] > 0, doc
     assert not doc["merge_stopped"], doc
@@ -389,23 +391,3 @@ def test_the_compiled_jobs_credentials_open_a_private_bucket(
     code, doc, _ = run_env(argv, env)
     assert code == 2, doc
     assert "SignatureDoesNotMatch" in doc["error"]
-
-
-def test_a_publisher_that_finds_its_generations_files_taken_exits_6_and_removes_its_own(
-    s3: S3, generations: dict[int, Path], tmp_path: Path
-) -> None:
-    """Another publisher of the same generation wrote its delta first (other content):
-    this one stops before the index, and removes what it had created."""
-    cache = tmp_path / "cache"
-    assert publish_s3(s3, generations[1], 41, cache)[0] == 0
-    before = s3.listed()
-    s3.client.put_object(Bucket=BUCKET, Key="m/manifests/42.json", Body=b"{}",
-                         Metadata={"sha256": "0" * 64})  # fmt: skip
-    code, doc, _ = publish_s3(s3, generations[2], 42, cache)
-    assert code == 6, doc
-    assert doc["error"].startswith(
-        f"s3://{BUCKET}/m/manifests/42.json: already there with other content, and not named "
-        "by the index: another publish of this generation is running, or one stopped"
-    ), doc["error"]
-    assert s3.listed() == sorted([*before, "m/manifests/42.json"])
-    assert [g["generation"] for g in s3.index()["generations"]] == [41]

@@ -51,6 +51,12 @@ class PublishRaced(WeightsError):
     nothing of this run is named by the index; publish again on top of it."""
 
 
+class PublishBlocked(WeightsError):
+    """Objects of the generation being published are in the store with other content, and
+    the index does not name them: a publish that stopped left them (or one still runs).
+    Publishing again does not clear them."""
+
+
 class SourceChanged(WeightsError):
     """The model directory changed, or lost a file, while it was published: nothing of it
     was published."""
