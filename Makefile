@@ -62,8 +62,10 @@ lint: install
 ## bench: compile + validation timings, weight deltas versus the seed scheme and rsync,
 ## publish + sync end to end through nginx versus a full copy, the seed scheme and TRL's format,
 ## a model directory: its sync against the file sync of a baseline revision; per engine API, a
-## tier of three engine pods from "published" to "every pod serves it", in waves and all at once; then hostile stores, bad input
-## and full disks, this revision against the baseline; a 64-generation chain from real training:
+## tier of three engine pods from "published" to "every pod serves it", in waves and all at
+## once; then hostile stores, bad input and full disks, this revision against the baseline,
+## and a damaged or planted state directory, a read-only claim, a dead store and a publish
+## whose weights change, the same way; a 64-generation chain from real training:
 ## lagging standbys with merged deltas, today's planner, a full copy and TRL's format; one merge
 ## on a 255 MiB model, in worker processes and in one
 bench: tools $(TORCH_STAMP)
@@ -75,6 +77,7 @@ bench: tools $(TORCH_STAMP)
 	$(PY) bench/model_dir_bench.py
 	$(PY) bench/reload_bench.py
 	$(PY) bench/fault_bench.py
+	$(PY) bench/attack_bench.py
 	$(PY) bench/chain_bench.py
 	$(PY) bench/merge_bench.py
 

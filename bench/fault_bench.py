@@ -259,6 +259,16 @@ def other_cases(rev: Rev, work: Path, gens: dict[int, Path]) -> dict[str, Run]:
     return out
 
 
+def make_generations(work: Path) -> dict[int, Path]:
+    """Generations 1 and 2 of the bench's model, one RL step apart."""
+    gens = {}
+    for g in (1, 2):
+        gens[g] = work / f"g{g}" / "model.safetensors"
+        gens[g].parent.mkdir()
+        rl_pair(work / "g0.safetensors", gens[g], SPECS, steps=g, lr=2e-6)
+    return gens
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--baseline", default=BASELINE)
@@ -271,11 +281,7 @@ def main() -> None:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base),
                         args.baseline], check=True, capture_output=True)  # fmt: skip
         try:
-            gens = {}
-            for g in (1, 2):
-                gens[g] = work / f"g{g}" / "model.safetensors"
-                gens[g].parent.mkdir()
-                rl_pair(work / "g0.safetensors", gens[g], SPECS, steps=g, lr=2e-6)
+            gens = make_generations(work)
             for label, tree_ in (("before", base), ("after", ROOT)):
                 rev = Rev(tree_, args.cap)
                 for name, (faults, flags, edit) in SYNC_CASES.items():
@@ -290,7 +296,17 @@ def main() -> None:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
                            check=False, capture_output=True)  # fmt: skip
-    print(f"\n| case | before ({args.baseline}): exit, time, bytes left | after |")
+    print_table(results, f"before ({args.baseline}): exit, time, bytes left",
+                lambda r: f"{r['code']}, {r['seconds']:.1f} s, {r['left']} B")  # fmt: skip
+    record.save("faults", results)
+
+
+def print_table(
+    results: dict[str, dict[str, Any]], before: str, cell: Callable[[dict[str, Any]], str]
+) -> None:
+    """A Markdown table: a row per case, its run before and after, and whether what was
+    there before is intact."""
+    print(f"\n| case | {before} | after |")
     print("|---|---|---|")
     for name, runs in results.items():
         cells = []
@@ -300,9 +316,8 @@ def main() -> None:
                 cells.append("-")
                 continue
             intact = "" if r["intact"] is None else (", intact" if r["intact"] else ", CHANGED")
-            cells.append(f"{r['code']}, {r['seconds']:.1f} s, {r['left']} B{intact}")
+            cells.append(cell(r) + intact)
         print(f"| {name} | {cells[0]} | {cells[1]} |")
-    record.save("faults", results)
 
 
 if __name__ == "__main__":

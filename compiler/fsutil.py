@@ -8,6 +8,7 @@ import ctypes.util
 import fcntl
 import functools
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,7 +50,11 @@ def exclusive(path: Path, busy: Exception, wait: float = 0.0) -> Iterator[None]:
     """Hold an exclusive flock on ``path`` (a directory, or a lock file created if needed);
     raise ``busy`` if another process still holds it after ``wait`` seconds. The kernel
     drops the lock when the holder dies, so a killed run never leaves a stale lock."""
-    flags = os.O_RDONLY | os.O_DIRECTORY if path.is_dir() else os.O_RDWR | os.O_CREAT
+    # A lock file is never a link: a planted one would have the lock created where it points.
+    if path.is_dir():
+        flags = os.O_RDONLY | os.O_DIRECTORY
+    else:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
     fd = os.open(path, flags, 0o644)
     try:
         _flock(fd, fcntl.LOCK_EX, wait, busy)
@@ -121,3 +126,53 @@ def sync_files(paths: list[Path], directory: Path) -> None:
             os.close(fd)
     for path in paths:
         fsync_path(path)
+
+
+# Files in a directory others may write (a tier's state beside its model directory) are
+# created afresh and opened without following a link: a link planted there would have the
+# writer truncate or fill the file it points to, with the writer's rights.
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def write_replacing(path: Path, data: bytes) -> None:
+    """``data`` as ``path``: through ``<path>.tmp``, unlinked first (a stale one, or a
+    planted link, goes; its target is untouched), created with O_EXCL and O_NOFOLLOW, then
+    renamed over ``path`` (a rename replaces a link itself, never its target)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, _NEW, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    tmp.replace(path)
+
+
+def open_append(path: Path) -> int:
+    """A file descriptor appending to ``path`` (created if missing), never through a link."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o644)  # fmt: skip
+
+
+def read_regular(path: Path, cap: int) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file of at most ``cap`` bytes, else None (a
+    link, a FIFO, a directory, a device, a larger file, or none). A FIFO is opened without
+    blocking and not read, so no writer it waits for can hang the caller."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            return None
+        data = bytearray()
+        while len(data) <= cap and (block := os.read(fd, min(1 << 20, cap + 1 - len(data)))):
+            data += block
+        return bytes(data) if len(data) <= cap else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

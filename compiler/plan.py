@@ -28,6 +28,7 @@ from compiler.spec import (
     StoreCredentials,
     cron_longest_gap,
 )
+from compiler.weights import BUDGET_COPIES, BUDGET_SLACK
 
 
 @dataclass(frozen=True)
@@ -371,7 +372,7 @@ def job_deadline_s(spec: StandbySpec, reload: ReloadPlan | None, full_s: float) 
     written = spec.spec.weight_sync.active_deadline
     if written is not None:
         return max(1, written // 1000)
-    needed = 2 * math.ceil(full_s) + 300 + engines.REPORT_SECONDS
+    needed = BUDGET_COPIES * math.ceil(full_s) + BUDGET_SLACK + engines.REPORT_SECONDS
     return max(engines.DEFAULT_JOB_SECONDS, needed + (reload.budget_s if reload else 0))
 
 

@@ -9,15 +9,24 @@ import compiler.weights
 from compiler.commands.weights import EXIT_CODES, exit_code
 from compiler.errors import (
     EXIT_BAD_INPUT,
+    EXIT_BLOCKED,
     EXIT_FAILED,
     EXIT_LOST_RACE,
     EXIT_UNREACHABLE,
     StandbycError,
 )
 from compiler.weights.errors import DeltaError, VerifyFailed, WeightsError
-from compiler.weights.sync.errors import ApplyFailed, PublishRaced, SourceUnreachable, StoreError
+from compiler.weights.sync.errors import (
+    ApplyFailed,
+    PublishBlocked,
+    PublishRaced,
+    SourceChanged,
+    SourceUnreachable,
+    StateDamaged,
+    StoreError,
+)
 
-CODES = {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_LOST_RACE}
+CODES = {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_LOST_RACE, EXIT_BLOCKED}
 
 
 def _subclasses(cls: type) -> set[type]:
@@ -46,6 +55,9 @@ def test_the_nearest_row_wins() -> None:
     assert exit_code(ApplyFailed("x")) == EXIT_FAILED
     assert exit_code(SourceUnreachable("x")) == EXIT_UNREACHABLE
     assert exit_code(PublishRaced("x")) == EXIT_LOST_RACE
+    assert exit_code(PublishBlocked("x")) == EXIT_BLOCKED  # not 6: a rerun would not clear it
+    assert exit_code(SourceChanged("x")) == EXIT_BAD_INPUT
+    assert exit_code(StateDamaged("x")) == EXIT_BAD_INPUT
 
     class Later(SourceUnreachable):
         pass

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from compiler.errors import (
     EXIT_BAD_INPUT,
+    EXIT_BLOCKED,
     EXIT_FAILED,
     EXIT_LOST_RACE,
     EXIT_UNREACHABLE,
@@ -35,6 +36,7 @@ EXIT_CODES: dict[type[lib.WeightsError], int] = {
     sync.SyncTimeout: EXIT_UNREACHABLE,
     sync.StoreIncomplete: EXIT_UNREACHABLE,
     sync.PublishRaced: EXIT_LOST_RACE,  # publish: another publisher wrote the index first
+    sync.PublishBlocked: EXIT_BLOCKED,  # publish: a rerun does not clear it, a person must
 }
 
 
@@ -144,9 +146,14 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "atomically); prune what the index no longer needs. Any static HTTP server or "
         "object store can serve STORE as it is. With STORE s3://BUCKET/PREFIX the same "
         "goes straight to the bucket (the index last, with a conditional write). Exit "
-        "codes: 0 published (or already); 2 bad input, or credentials the bucket refused; "
-        "3 internal error; 4 the bucket did not answer; 6 another publisher wrote the "
-        "index first (publish again).",
+        "codes: 0 published (or already); 2 bad input, credentials the bucket refused, or a "
+        "directory that changed while it was published; 3 internal error; 4 the bucket did "
+        "not answer; 6 another publisher wrote the index first (publish again: it starts "
+        "from the new index); 7 objects of this generation with other content, which the "
+        "index does not name, are in the bucket, left by a publish that stopped (or one "
+        "still running): publishing again does not clear them; publish the next generation "
+        "number, or delete the objects the message names once no publish of this "
+        "generation runs.",
     )
     pub.add_argument(
         "path",
@@ -236,9 +243,11 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     o.add_argument(
         "--fetch-base",
-        action="store_true",
-        help="when the cache lacks the latest generation's weights, download them to make "
-        "the delta (an XOR delta, often far smaller); default: a delta against its manifest",
+        action=argparse.BooleanOptionalAction,
+        help="when the cache lacks the latest generation's weights (a fresh CI runner), "
+        "download them to make an XOR delta (default; the delta every standby then fetches "
+        "is often tens of times smaller); --no-fetch-base: download nothing and make the "
+        "delta against their manifest (changed chunks stored whole)",
     )
     o.add_argument(
         "--part-size",
@@ -311,7 +320,9 @@ def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=float,
         metavar="SECONDS",
         help="the whole sync's budget: past it nothing more is asked of the store (exit 4); "
-        "default none",
+        "default 5 minutes for the index, then 5 minutes plus two full copies of the "
+        "generation at --min-rate (or --rate-limit if lower). Each wait between retries is "
+        "announced on stderr",
     )
     s.add_argument(
         "--lock-wait",

@@ -19,10 +19,9 @@ from compiler import engines, names, units
 from compiler.plan import Plan, TierPlan
 from compiler.render.base import Emitted, Renderer, filename
 from compiler.spec import IrsaCredentials, ProfileCredentials, SecretCredentials
+from compiler.weights import BUDGET_COPIES, BUDGET_SLACK
 
 MIN_RATE_SHARE = 4  # a request's floor: the tier's weight-sync rate / 4
-BUDGET_COPIES = 2  # the sync's budget: two full copies at the tier's rate ...
-BUDGET_SLACK = 300  # ... plus 5 minutes
 
 
 def sync_budget(tier: TierPlan) -> int:

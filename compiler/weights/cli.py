@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import functools
 import json
 import math
 import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ from compiler.errors import EXIT_NOT_LOADED, EXIT_UNREACHABLE, UsageError
 from compiler.output import Message, emit
 from compiler.units import parse_bandwidth, parse_size
 from compiler.urls import http_url, is_s3
-from compiler.weights import DEFAULT_EXCLUDES, RELOAD_APIS
+from compiler.weights import BUDGET_COPIES, BUDGET_SLACK, DEFAULT_EXCLUDES, RELOAD_APIS
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
 from compiler.weights.encode import COPY, RAW, RAW_Z, SPARSE, SPARSE_PLANES, XOR
@@ -27,7 +30,7 @@ from compiler.weights.errors import VerifyFailed, WeightsError
 from compiler.weights.manifest import Manifest, build_manifest, load_manifest
 from compiler.weights.progress import byte_progress
 from compiler.weights.safetensors_io import Checkpoint
-from compiler.weights.sync.errors import NoPermission, SyncBusy
+from compiler.weights.sync.errors import NoPermission, StateDamaged, SyncBusy
 from compiler.weights.sync.fetch import MIN_RATE, Fetcher
 from compiler.weights.sync.local import Local, held_generation
 from compiler.weights.sync.merging import MergePolicy
@@ -35,6 +38,7 @@ from compiler.weights.sync.publish import check_chunk, publish
 from compiler.weights.sync.pull import Reload, Save, SyncResult, sync
 from compiler.weights.sync.reload import MAX_PODS, Engines, Outcome, reload
 from compiler.weights.sync.report import Reporter
+from compiler.weights.sync.store import Index
 
 
 def _emit(args: argparse.Namespace, doc: dict[str, Any], text: str) -> None:
@@ -214,7 +218,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
             f"{len(stats.files_patched)} with a patch ({stats.patch_bytes} bytes)"
         )
         if stats.delta_base == "manifest":
-            delta += f" (against its manifest: {stats.delta_from}'s weights are not in {store})"
+            delta += f" (against its manifest: {stats.delta_from}'s weights are not in {store}"
+            if writer is not None:
+                delta += "; without --no-fetch-base they are downloaded for an XOR delta"
+            delta += ")"
         line = f"{args.to}: published generation {stats.generation}; weights {delta}{files}"
         if stats.new_store:
             line += "; a new store (there was no index)"
@@ -230,6 +237,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
             line += f"; pruned {len(stats.pruned)} files"
         if writer is not None:
             up = writer.stats
+            if up.base_bytes:
+                line += (
+                    f"; downloaded generation {stats.delta_from}'s weights ({up.base_bytes} "
+                    f"bytes) for the delta: the cache lacked them (kept for the next one)"
+                )
             line += (
                 f"; uploaded {up.objects} object(s), {up.bytes_sent} bytes"
                 + (f" ({up.resumed_bytes} bytes already sent by a stopped run)"
@@ -245,7 +257,7 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
     directory is then its local cache)."""
     if not is_s3(args.to):
         for flag in ("endpoint_url", "profile", "cache", "rate_limit", "fetch_base"):
-            if getattr(args, flag) not in (None, False):
+            if getattr(args, flag) is not None:
                 raise UsageError(f"--{flag.replace('_', '-')} is for an s3:// store")
         return Path(args.to), None
     try:
@@ -259,7 +271,8 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
     rate = _bandwidth(args.rate_limit, "--rate-limit")
     window = 0 if args.merge == "off" else args.merge_window
     writer = S3Store(bucket, part_size=part, rate_bits_per_second=rate,
-                     fetch_base=args.fetch_base, merge_window=window)  # fmt: skip
+                     fetch_base=args.fetch_base is not False, merge_window=window,
+                     notice=_notice)  # fmt: skip
     return args.cache or default_cache(bucket), writer
 
 
@@ -339,6 +352,57 @@ def _fetcher(args: argparse.Namespace, rate: float | None, **options: Any) -> Fe
     return Fetcher(bucket.http_base, rate, s3=bucket, **options)
 
 
+def _notice(text: str) -> None:
+    """What a long wait is for, as it begins (stderr: stdout keeps the one document)."""
+    print(f"standbyc: {text}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class _Budget:
+    """The sync's budget: ``--deadline`` from the start; by default BUDGET_SLACK for the
+    index to come, then, from then on, BUDGET_SLACK plus BUDGET_COPIES full copies of the
+    generation at the slowest rate the sync accepts: a sync run by hand ends too."""
+
+    given: float | None  # --deadline
+    generation: int
+    slowest: float  # bit/s: --min-rate, or --rate-limit when lower
+    seconds: float = 0.0  # the budget in force
+
+    def start(self) -> float:
+        self.seconds = BUDGET_SLACK if self.given is None else self.given
+        return time.monotonic() + self.seconds
+
+    def sized(self, fetcher: Fetcher, index: Index) -> None:
+        gen = index.generations.get(self.generation)
+        if self.given is None and gen is not None:
+            self.seconds = BUDGET_SLACK + BUDGET_COPIES * gen.size * 8 / self.slowest
+            fetcher.deadline = time.monotonic() + self.seconds
+
+
+def _unwritable(exc: OSError, target: Path) -> NoPermission | None:
+    """The sync's error for a claim it cannot write (None for another OSError): who must
+    own what, or why the file system is read-only."""
+    where = exc.filename or target
+    if exc.errno == errno.EROFS:
+        return NoPermission(
+            f"{where}: read-only file system. The weight-sync Job writes the model directory "
+            f"and .standbyc/ beside it, so {target.parent} must be on a volume mounted "
+            "read-write: the Job's volumeMount and the claim's access mode must not be "
+            "read-only; if they are not, the file system was remounted read-only after "
+            "errors (the node's kernel log says why) and needs repair before a sync can write"
+        )
+    if not isinstance(exc, PermissionError):
+        return None
+    return NoPermission(
+        f"{where}: permission denied. The weight-sync Job runs as uid {JOB_UID}, gid "
+        f"{JOB_UID}, and writes the model directory and .standbyc/ beside it, so "
+        f"{target.parent} must be writable by that user or group. The Job sets fsGroup "
+        f"{JOB_UID}, but most ReadWriteMany volumes (NFS, CephFS, EFS) do not apply fsGroup: "
+        f"chown -R {JOB_UID}:{JOB_UID} the claim's directory (or make it group-writable for "
+        f"gid {JOB_UID})"
+    )
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
     rate = _bandwidth(args.rate_limit, "--rate-limit")
     min_rate = _bandwidth(args.min_rate, "--min-rate") or MIN_RATE
@@ -354,24 +418,20 @@ def cmd_sync(args: argparse.Namespace) -> int:
             raise UsageError(f"--pushgateway: {exc}") from None
     labels = _labels(args.label)
     engines = _engines(args)
-    deadline = None if args.deadline is None else time.monotonic() + args.deadline
+    budget = _Budget(args.deadline, args.generation, min(rate or min_rate, min_rate))
     fetcher = _fetcher(args, rate, retries=args.retries, timeout=args.timeout,
-                       min_rate=min_rate, deadline=deadline)  # fmt: skip
+                       min_rate=min_rate, deadline=budget.start(), notice=_notice)  # fmt: skip
     result = SyncResult(args.target, args.generation)
     error: WeightsError | None = None
     try:
-        sync(fetcher, result, lock_wait=args.lock_wait, reload=_asker(engines))
+        sync(fetcher, result, lock_wait=args.lock_wait, reload=_asker(engines),
+             on_index=functools.partial(budget.sized, fetcher))  # fmt: skip
     except WeightsError as exc:
         error = exc
-    except PermissionError as exc:
-        error = NoPermission(
-            f"{exc.filename or args.target}: permission denied. The weight-sync Job runs as "
-            f"uid {JOB_UID}, gid {JOB_UID}, and writes the model directory and .standbyc/ "
-            f"beside it, so {args.target.parent} must be writable by that user or group. The "
-            f"Job sets fsGroup {JOB_UID}, but most ReadWriteMany volumes (NFS, CephFS, EFS) do "
-            f"not apply fsGroup: chown -R {JOB_UID}:{JOB_UID} the claim's directory (or make it "
-            f"group-writable for gid {JOB_UID})"
-        )
+    except OSError as exc:
+        error = _unwritable(exc, args.target)
+        if error is None:
+            raise
     finally:
         fetcher.close()
     held = args.generation if error is None else held_generation(args.target)
@@ -383,7 +443,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         reporter = Reporter(args.pushgateway, labels)
         result.reported = reporter.push(held, reloaded)
         result.report_error = reporter.error
-    doc = result.to_json() | {"ok": error is None, "held_generation": held}
+    doc = result.to_json() | {"ok": error is None, "held_generation": held,
+                              "deadline_seconds": round(budget.seconds, 3)}  # fmt: skip
     if error is not None:
         doc["error"] = str(error)
         return emit(Message(doc, "", str(error), exit_code(error)), args.format)
@@ -406,6 +467,9 @@ def _report_tier(
             stack.enter_context(local.locked(0.0))
         except SyncBusy:
             doc["skipped"] = "a sync of this tier is running; it reports when it ends"
+            return doc
+        except StateDamaged as exc:
+            doc["skipped"] = str(exc)
             return doc
         except OSError:
             pass  # a claim this pod cannot write: no sync can change it either

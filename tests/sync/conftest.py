@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml  # PyYAML: read files as the cluster would (YAML 1.1)
@@ -24,7 +24,11 @@ import yaml  # PyYAML: read files as the cluster would (YAML 1.1)
 from compiler.api import compile_tree
 from compiler.weights.testing import rl_pair, transformer_specs
 from tests.conftest import REPO
+from tests.faultserver import FaultServer
 from tests.servers import Nginx, Pushgateway, ServerMissing, free_port, start_pushgateway
+
+if TYPE_CHECKING:
+    from tests.sync.s3bucket import S3
 
 STANDBYC = Path(sys.executable).with_name("standbyc")  # the console script, as in the image
 
@@ -39,6 +43,14 @@ def nginx(tmp_path: Path) -> Iterator[Nginx]:
         pytest.fail(str(exc))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def s3(tmp_path: Path) -> Iterator[S3]:
+    """A private bucket of a real S3 server (tests/sync/s3bucket.py)."""
+    from tests.sync.s3bucket import serve  # noqa: PLC0415 - it imports this module
+
+    yield from serve(tmp_path)
 
 
 @pytest.fixture
@@ -173,6 +185,25 @@ def _rewritten(
     return out
 
 
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Any]:
+    """Mount small tmpfs file systems: ``tmpfs(path, size)``; all unmounted after."""
+    mounted: list[Path] = []
+
+    def mount(path: Path, size: str) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        if proc.returncode != 0:  # make test runs as root, as CI does: a failure, not a skip
+            pytest.fail(f"a tmpfs cannot be mounted here (run as root): {proc.stderr.strip()}")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in reversed(mounted):
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
+
+
 def kill_at(proc: subprocess.Popen[bytes], partial: Path, nbytes: int) -> int:
     """SIGKILL ``proc`` once ``partial`` holds ``nbytes`` (or after 10 s); its size then."""
     deadline = time.monotonic() + 10
@@ -206,3 +237,83 @@ def copy_checkpoint(src: Path, dest_dir: Path) -> Path:
     dest_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest_dir / "model.safetensors")
     return dest_dir / "model.safetensors"
+
+
+TIER = "cold"
+TARGET = f"{TIER}/llama-7b"
+
+
+def run_sync(cmd: list[str], timeout: float = 120) -> tuple[int, dict[str, Any], str, float]:
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    took = time.monotonic() - started
+    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return proc.returncode, doc, proc.stderr, took
+
+
+def leftovers(weights: Path) -> dict[str, int]:
+    """Every file under the tier's .standbyc/ but the lock, the state and the generation
+    file: what a sync left."""
+    state = weights / TIER / ".standbyc"
+    return {
+        p.relative_to(state).as_posix(): p.stat().st_size
+        for p in state.rglob("*")
+        if p.is_file() and p.name not in ("lock", "state.json", "generation")
+    }
+
+
+# --- a store and a standby to attack (tests/faultserver.py serves the store) ------------
+
+
+@pytest.fixture
+def store(tmp_path: Path, generations: dict[int, Path]) -> Path:
+    """Generations 41 (an anchor) and 42 (a delta from it)."""
+    root = tmp_path / "store"
+    publish(generations[1], root, 41)
+    publish(generations[2], root, 42)
+    return root
+
+
+@pytest.fixture
+def served(store: Path) -> Iterator[FaultServer]:
+    server = FaultServer(store).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def standby(served: FaultServer, compiled: Path, tmp_path: Path) -> tuple[list[str], Path]:
+    """The cold Job's command against the fault server, on a standby holding 41."""
+    weights = tmp_path / "weights"
+    cmd = job_command(compiled, TIER, source=served.url, weights=weights)
+    code, _, err, _ = run_sync(with_arg(cmd, "--generation", "41"))
+    assert code == 0, err
+    served.log.clear()
+    return cmd, weights
+
+
+def with_flag(cmd: list[str], flag: str, value: str) -> list[str]:
+    """``cmd`` with ``flag`` set to ``value``, added before ``--format`` if not there."""
+    if flag in cmd:
+        return with_arg(cmd, flag, value)
+    at = cmd.index("--format")
+    return [*cmd[:at], flag, value, *cmd[at:]]
+
+
+def held(weights: Path) -> dict[str, bytes]:
+    return tree_bytes(weights / TARGET)
+
+
+def tree_state(root: Path) -> dict[str, object]:
+    """Everything under ``root`` without following a link: each file's bytes, each link's
+    target, each other entry's kind. Equal before and after: nothing changed."""
+    out: dict[str, object] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            out[rel] = ("link", str(path.readlink()))
+        elif path.is_file():
+            out[rel] = path.read_bytes()
+        else:
+            out[rel] = ("dir",) if path.is_dir() else ("other", path.lstat().st_mode)
+    return out

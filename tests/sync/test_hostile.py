@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,73 +16,17 @@ import pytest
 
 from tests.faultserver import DATA, FaultServer
 from tests.sync.conftest import (
+    TIER,
     job_command,
     publish,
     run_standbyc,
     tree_bytes,
     with_arg,
+    with_flag,
 )
-
-TIER = "cold"
-TARGET = f"{TIER}/llama-7b"
-
-
-def _sync(cmd: list[str], timeout: float = 120) -> tuple[int, dict[str, Any], str, float]:
-    started = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    took = time.monotonic() - started
-    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
-    return proc.returncode, doc, proc.stderr, took
-
-
-def _leftovers(weights: Path) -> dict[str, int]:
-    """Every file under the tier's .standbyc/ but the lock, the state and the generation
-    file: what a sync left."""
-    state = weights / TIER / ".standbyc"
-    return {
-        p.relative_to(state).as_posix(): p.stat().st_size
-        for p in state.rglob("*")
-        if p.is_file() and p.name not in ("lock", "state.json", "generation")
-    }
-
-
-@pytest.fixture
-def store(tmp_path: Path, generations: dict[int, Path]) -> Path:
-    """Generations 41 (an anchor) and 42 (a delta from it)."""
-    root = tmp_path / "store"
-    publish(generations[1], root, 41)
-    publish(generations[2], root, 42)
-    return root
-
-
-@pytest.fixture
-def served(store: Path) -> Iterator[FaultServer]:
-    server = FaultServer(store).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def standby(served: FaultServer, compiled: Path, tmp_path: Path) -> tuple[list[str], Path]:
-    """The cold Job's command against the fault server, on a standby holding 41."""
-    weights = tmp_path / "weights"
-    cmd = job_command(compiled, TIER, source=served.url, weights=weights)
-    code, _, err, _ = _sync(with_arg(cmd, "--generation", "41"))
-    assert code == 0, err
-    served.log.clear()
-    return cmd, weights
-
-
-def with_flag(cmd: list[str], flag: str, value: str) -> list[str]:
-    """``cmd`` with ``flag`` set to ``value``, added before ``--format`` if not there."""
-    if flag in cmd:
-        return with_arg(cmd, flag, value)
-    at = cmd.index("--format")
-    return [*cmd[:at], flag, value, *cmd[at:]]
-
-
-def _held(weights: Path) -> dict[str, bytes]:
-    return tree_bytes(weights / TARGET)
+from tests.sync.conftest import held as _held
+from tests.sync.conftest import leftovers as _leftovers
+from tests.sync.conftest import run_sync as _sync
 
 
 def test_a_server_that_answers_416_to_every_data_request(
@@ -296,25 +237,6 @@ def test_publish_refuses_a_generation_readers_would_refuse(
 
 
 # --- full disks ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Any]:
-    """Mount small tmpfs file systems: ``tmpfs(path, size)``; all unmounted after."""
-    mounted: list[Path] = []
-
-    def mount(path: Path, size: str) -> Path:
-        path.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                              capture_output=True, text=True, check=False)  # fmt: skip
-        if proc.returncode != 0:
-            pytest.skip(f"a tmpfs cannot be mounted here: {proc.stderr.strip()}")
-        mounted.append(path)
-        return path
-
-    yield mount
-    for path in reversed(mounted):
-        subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
 
 
 def _fill(directory: Path, leave: int) -> None:

@@ -12,8 +12,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.faultserver import FaultServer
-from tests.sync.conftest import job_command, publish, tree_bytes, with_arg
-from tests.sync.test_hostile import TARGET, TIER, _leftovers, _sync, with_flag
+from tests.sync.conftest import (
+    TARGET,
+    TIER,
+    job_command,
+    leftovers,
+    publish,
+    run_sync,
+    tree_bytes,
+    with_arg,
+    with_flag,
+)
 
 FAULTS = [None, "416", "drip", "endless", "reset", "wrong-range", "gzip", "long"]
 EXAMPLES = 200 if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else 6
@@ -35,7 +44,7 @@ def test_random_faults_end_in_a_documented_way(
     try:
         weights = work / "weights"
         cmd = job_command(compiled, TIER, source=server.url, weights=weights)
-        code, _, err, _ = _sync(with_arg(cmd, "--generation", "41"))
+        code, _, err, _ = run_sync(with_arg(cmd, "--generation", "41"))
         assert code == 0, err
         old = tree_bytes(weights / TARGET)
         for path, fault in zip(("index.json", "deltas/41-42.delta", "anchors/42/model.safetensors"),
@@ -44,7 +53,7 @@ def test_random_faults_end_in_a_documented_way(
                 server.faults[path] = fault
         quick = with_flag(with_flag(with_flag(cmd, "--timeout", "2"), "--retries", "2"),
                           "--deadline", str(BUDGET))  # fmt: skip
-        code, _, err, took = _sync(quick, timeout=120)
+        code, _, err, took = run_sync(quick, timeout=120)
     finally:
         server.stop()
     assert code in (0, 1, 2, 4), err
@@ -56,4 +65,4 @@ def test_random_faults_end_in_a_documented_way(
     declared = {f.name: f.stat().st_size for f in (store / "deltas").iterdir()}
     declared |= {f.name: f.stat().st_size for f in (store / "anchors").rglob("*") if f.is_file()}
     cap = max(declared.values())
-    assert all(size <= cap for size in _leftovers(weights).values()), _leftovers(weights)
+    assert all(size <= cap for size in leftovers(weights).values()), leftovers(weights)

@@ -7,21 +7,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
-import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
-from botocore.config import Config
 
-from compiler import tools
 from tests.conftest import REPO
 from tests.sync.conftest import (
     STANDBYC,
@@ -32,72 +25,15 @@ from tests.sync.conftest import (
     sha256,
     with_arg,
 )
-
-BUCKET = "weights"
-KEYS = {"AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK", "AWS_REGION": "us-east-1"}
-
-
-@dataclass
-class S3:
-    endpoint: str
-    client: Any  # boto3's, to look at the bucket as another tool would
-
-    def env(self, **over: str) -> dict[str, str]:
-        """The environment of a process that reaches the bucket with the keys."""
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        return {**clean, **KEYS, "AWS_ENDPOINT_URL": self.endpoint, **over}
-
-    def listed(self, prefix: str = "") -> list[str]:
-        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET,
-                                                                      Prefix=prefix)  # fmt: skip
-        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
-
-    def index(self) -> dict[str, Any]:
-        body = self.client.get_object(Bucket=BUCKET, Key="m/index.json")["Body"].read()
-        doc: dict[str, Any] = json.loads(body)
-        return doc
-
-
-@pytest.fixture
-def s3(tmp_path: Path) -> Iterator[S3]:
-    """A private bucket (no policy: every request must be signed with AK/SK)."""
-    binary = tools.find("versitygw")
-    if binary is None:
-        pytest.fail("versitygw is not installed (make tools builds it into .tools/bin)")
-    data = tmp_path / "s3"
-    data.mkdir()
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(binary), "--access", "AK", "--secret", "SK", "--port", f"127.0.0.1:{port}",
-         "--health", "/health", "-q", "posix", str(data)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            with urllib.request.urlopen(f"{endpoint}/health", timeout=1):
-                break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                pytest.fail("versitygw did not start")
-            time.sleep(0.05)
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="AK", aws_secret_access_key="SK",
-        region_name="us-east-1",
-        config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
-    )  # fmt: skip
-    client.create_bucket(Bucket=BUCKET)
-    yield S3(endpoint, client)
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-def _run(argv: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any], str]:
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120,
-                          check=False)  # fmt: skip
-    doc = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
-    return proc.returncode, doc, proc.stderr
+from tests.sync.s3bucket import (
+    BUCKET,
+    PLAIN,
+    S3,
+    kill_mid_upload,
+    publish_argv,
+    publish_s3,
+    run_env,
+)
 
 
 def _upload(client: Any, store: Path) -> None:
@@ -126,10 +62,10 @@ def test_sync_from_a_public_bucket_with_plain_gets(
     _published(s3, generations[1], 41, tmp_path)
     weights = tmp_path / "weights"
     cmd = job_command(compiled, "hot", source=f"{s3.endpoint}/{BUCKET}/", weights=weights)
-    code, _, err = _run(with_arg(cmd, "--generation", "41"), s3.env())
+    code, _, err = run_env(with_arg(cmd, "--generation", "41"), s3.env())
     assert code == 0, err
     _published(s3, generations[2], 42, tmp_path)
-    code, doc, err = _run(cmd, s3.env())
+    code, doc, err = run_env(cmd, s3.env())
     assert code == 0, err
     assert str(doc["route"]).startswith("chain of 1 delta(s) 41 -> 42: ")
     assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[2])
@@ -142,10 +78,10 @@ def test_sync_from_a_private_bucket_signs_every_request(
     weights = tmp_path / "weights"
     cmd = job_command(compiled, "hot", source=f"s3://{BUCKET}/", weights=weights)
     plain = job_command(compiled, "hot", source=f"{s3.endpoint}/{BUCKET}/", weights=weights)
-    code, doc, _ = _run(with_arg(plain, "--generation", "41"), s3.env())
+    code, doc, _ = run_env(with_arg(plain, "--generation", "41"), s3.env())
     assert code == 4, doc  # unsigned GETs of a private bucket: refused, nothing written
     assert "HTTP 403" in doc["error"]
-    code, doc, err = _run(with_arg(cmd, "--generation", "41"), s3.env())
+    code, doc, err = run_env(with_arg(cmd, "--generation", "41"), s3.env())
     assert code == 0, err
     assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[1])
 
@@ -164,9 +100,9 @@ def test_sync_with_keys_from_a_profile(
             "AWS_ENDPOINT_URL": s3.endpoint}  # fmt: skip
     weights = tmp_path / "weights"
     cmd = job_command(compiled, "hot", source=f"s3://{BUCKET}", weights=weights)
-    code, doc, err = _run([*with_arg(cmd, "--generation", "41"), "--profile", "standby"], env)
+    code, doc, err = run_env([*with_arg(cmd, "--generation", "41"), "--profile", "standby"], env)
     assert code == 0, err
-    code, doc, _ = _run(with_arg(cmd, "--generation", "41"), env | {"AWS_PROFILE": "x"})
+    code, doc, _ = run_env(with_arg(cmd, "--generation", "41"), env | {"AWS_PROFILE": "x"})
     assert code == 2, doc
     assert "The config profile (x) could not be found" in doc["error"]
 
@@ -186,7 +122,7 @@ def test_sync_with_a_wrong_key_is_exit_2_and_says_why(
     weights = tmp_path / "weights"
     cmd = job_command(compiled, "hot", source=f"s3://{BUCKET}/", weights=weights)
     t0 = time.monotonic()
-    code, doc, _ = _run(with_arg(cmd, "--generation", "41"), s3.env(**over))
+    code, doc, _ = run_env(with_arg(cmd, "--generation", "41"), s3.env(**over))
     assert code == 2, doc
     assert time.monotonic() - t0 < 10  # refused at once, not retried
     assert doc["error"].startswith(
@@ -208,36 +144,21 @@ def test_sync_killed_mid_download_from_s3_resumes(
     partial = weights / "hot/.standbyc/llama-7b/downloads/anchors__42__model.safetensors.part"
     got_before = kill_at(proc, partial, size // 4)
     assert size // 4 <= got_before < size
-    code, doc, err = _run(cmd, s3.env())
+    code, doc, err = run_env(cmd, s3.env())
     assert code == 0, err
     assert doc["resumed_bytes"] == got_before
     assert doc["bytes_fetched"] < size - got_before + size // 10, doc
     assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[2])
 
 
-PLAIN = ("--merge", "off")  # one-step deltas only: the routes are today's chains
-
-
-def _publish_argv(model: Path, generation: int, cache: Path, *extra: str) -> list[str]:
-    return [str(STANDBYC), "weights", "publish", str(model), "--to", f"s3://{BUCKET}/m/",
-            "--generation", str(generation), "--cache", str(cache), *extra]  # fmt: skip
-
-
-def _publish_s3(
-    s3: S3, model: Path, generation: int, cache: Path, *extra: str, env: Any = None
-) -> tuple[int, dict[str, Any], str]:
-    argv = _publish_argv(model, generation, cache, "--format", "json", *extra)
-    return _run(argv, env or s3.env())
-
-
 def test_publish_to_a_private_bucket_then_sync(
     s3: S3, generations: dict[int, Path], compiled: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
-    code, doc, err = _publish_s3(s3, generations[1], 41, cache, *PLAIN)
+    code, doc, err = publish_s3(s3, generations[1], 41, cache, *PLAIN)
     assert code == 0, err
     assert doc["new_store"] is True
-    code, doc, err = _publish_s3(s3, generations[2], 42, cache, *PLAIN)
+    code, doc, err = publish_s3(s3, generations[2], 42, cache, *PLAIN)
     assert code == 0, err
     assert (doc["new_store"], doc["delta_from"], doc["delta_base"]) == (False, 41, "anchor")
     xor_delta = doc["delta_bytes"]
@@ -246,13 +167,15 @@ def test_publish_to_a_private_bucket_then_sync(
     assert [p for p in cached if not p.startswith(".")] == [
         "anchors/42/model.safetensors", "index.json"
     ]  # fmt: skip
-    # Without the cache (another machine): the delta is made against 42's manifest.
-    code, doc, err = _publish_s3(s3, generations[3], 43, tmp_path / "elsewhere", *PLAIN)
+    # Without the cache (another machine), told not to download: against 42's manifest.
+    code, doc, err = publish_s3(s3, generations[3], 43, tmp_path / "elsewhere",
+                                "--no-fetch-base", *PLAIN)  # fmt: skip
     assert code == 0, err
     assert (doc["delta_from"], doc["delta_base"]) == (42, "manifest")
     assert doc["delta_bytes"] > 4 * xor_delta  # changed chunks whole, not XORed
-    # Or the latest anchor is downloaded (resumable, verified) for an XOR delta.
-    code, doc, err = _publish_s3(s3, generations[4], 44, tmp_path / "third", "--fetch-base", *PLAIN)
+    assert doc["base_downloaded_bytes"] == 0
+    # By default the latest anchor is downloaded (resumable, verified) for an XOR delta.
+    code, doc, err = publish_s3(s3, generations[4], 44, tmp_path / "third", *PLAIN)
     assert code == 0, err
     assert (doc["delta_from"], doc["delta_base"]) == (43, "anchor")
     assert doc["base_downloaded_bytes"] == generations[3].stat().st_size
@@ -263,9 +186,9 @@ def test_publish_to_a_private_bucket_then_sync(
     assert not s3.client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
     weights = tmp_path / "weights"
     cmd = job_command(compiled, "hot", source=f"s3://{BUCKET}/m", weights=weights)
-    code, _, err = _run(with_arg(cmd, "--generation", "41"), s3.env())
+    code, _, err = run_env(with_arg(cmd, "--generation", "41"), s3.env())
     assert code == 0, err
-    code, doc, err = _run(with_arg(cmd, "--generation", "44"), s3.env())
+    code, doc, err = run_env(with_arg(cmd, "--generation", "44"), s3.env())
     assert code == 0, err
     assert str(doc["route"]).startswith("chain of 3 delta(s) 41 -> 42 -> 43 -> 44: ")
     assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[4])
@@ -279,16 +202,16 @@ def test_publish_to_s3_merges_deltas_from_a_cache_that_lacked_them(
     fetches one delta."""
     cache = tmp_path / "cache"
     for g in (39, 40, 41):
-        code, doc, err = _publish_s3(s3, generations[g - 38], g, cache)
+        code, doc, err = publish_s3(s3, generations[g - 38], g, cache)
         assert code == 0, err
     chain = sorted(p.name for p in (cache / "deltas").iterdir())
     assert chain == ["39-40.delta", "40-41.delta"]  # what the next merges read
     weights = tmp_path / "weights"
     cmd = job_command(compiled, "hot", source=f"s3://{BUCKET}/m", weights=weights)
-    code, _, err = _run(with_arg(cmd, "--generation", "39"), s3.env())
+    code, _, err = run_env(with_arg(cmd, "--generation", "39"), s3.env())
     assert code == 0, err
     elsewhere = tmp_path / "elsewhere"  # another machine: no anchor, no deltas
-    code, doc, err = _publish_s3(s3, generations[4], 42, elsewhere, "--fetch-base")
+    code, doc, err = publish_s3(s3, generations[4], 42, elsewhere)
     assert code == 0, err
     assert doc["chain_downloaded_bytes"] > 0, doc
     assert not doc["merge_stopped"], doc
@@ -296,7 +219,7 @@ def test_publish_to_s3_merges_deltas_from_a_cache_that_lacked_them(
     listed = {m["from"] for m in s3.index()["generations"][-1].get("merged", [])}
     assert set(from_bases) == listed and listed, doc
     assert all(f"m/deltas/{f}-42.delta" in s3.listed("m/deltas/") for f in listed)
-    code, doc, err = _run(with_arg(cmd, "--generation", "42"), s3.env())
+    code, doc, err = run_env(with_arg(cmd, "--generation", "42"), s3.env())
     assert code == 0, err
     assert str(doc["route"]).startswith("chain of 1 delta(s) 39 -> 42 (merged 39-42): ")
     assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[4])
@@ -306,7 +229,7 @@ def test_publish_with_a_wrong_key_is_exit_2_and_writes_nothing(
     s3: S3, generations: dict[int, Path], tmp_path: Path
 ) -> None:
     env = s3.env(AWS_SECRET_ACCESS_KEY="wrong")
-    code, doc, _ = _publish_s3(s3, generations[1], 41, tmp_path / "cache", env=env)
+    code, doc, _ = publish_s3(s3, generations[1], 41, tmp_path / "cache", env=env)
     assert code == 2, doc
     assert doc["error"].startswith(
         f"s3://{BUCKET}/m/: the store refused the request with the credentials from env "
@@ -318,10 +241,10 @@ def test_publish_with_a_wrong_key_is_exit_2_and_writes_nothing(
 def test_publish_into_a_prefix_that_lost_its_index_is_refused(
     s3: S3, generations: dict[int, Path], tmp_path: Path
 ) -> None:
-    assert _publish_s3(s3, generations[1], 41, tmp_path / "cache")[0] == 0
+    assert publish_s3(s3, generations[1], 41, tmp_path / "cache")[0] == 0
     s3.client.delete_object(Bucket=BUCKET, Key="m/index.json")
     before = s3.listed()
-    code, doc, _ = _publish_s3(s3, generations[2], 42, tmp_path / "cache")
+    code, doc, _ = publish_s3(s3, generations[2], 42, tmp_path / "cache")
     assert code == 2, doc
     assert doc["error"].startswith(
         f"s3://{BUCKET}/m/: no index.json, but it holds m/anchors/41/model.safetensors: a store "
@@ -333,12 +256,12 @@ def test_publish_into_a_prefix_that_lost_its_index_is_refused(
 def test_two_concurrent_publishers_one_wins_the_other_exits_6(
     s3: S3, generations: dict[int, Path], tmp_path: Path
 ) -> None:
-    assert _publish_s3(s3, generations[1], 41, tmp_path / "cache-a")[0] == 0
+    assert publish_s3(s3, generations[1], 41, tmp_path / "cache-a")[0] == 0
     # Two pipelines on two machines (two caches), at once, each slowed so that both read
     # the index before either writes it.
     procs = {}
     for g in (42, 43):
-        argv = _publish_argv(generations[g - 40], g, tmp_path / f"c{g}", "--rate-limit",
+        argv = publish_argv(generations[g - 40], g, tmp_path / f"c{g}", "--rate-limit",
                              "40Mbit/s", "--format", "json")  # fmt: skip
         procs[g] = subprocess.Popen(argv, env=s3.env(), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -356,7 +279,7 @@ def test_two_concurrent_publishers_one_wins_the_other_exits_6(
     assert [g["generation"] for g in s3.index()["generations"]] == [41, winner]
     assert not [k for k in s3.listed() if f"/{loser}" in k or f"-{loser}." in k]
     # The loser publishes again (as 44: generations only grow), on top of the winner.
-    code, doc, err = _publish_s3(s3, generations[loser - 40], 44, tmp_path / f"c{loser}")
+    code, doc, err = publish_s3(s3, generations[loser - 40], 44, tmp_path / f"c{loser}")
     assert code == 0, err
     assert doc["delta_from"] == winner
 
@@ -365,34 +288,22 @@ def test_publish_killed_mid_upload_leaves_the_index_valid_and_a_rerun_resumes(
     s3: S3, generations: dict[int, Path], compiled: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
-    assert _publish_s3(s3, generations[1], 41, cache)[0] == 0
+    assert publish_s3(s3, generations[1], 41, cache)[0] == 0
     index_before = s3.index()
     size = generations[2].stat().st_size
-    argv = _publish_argv(generations[2], 42, cache, "--part-size", "5MiB", "--rate-limit",
-                         "40Mbit/s")  # fmt: skip
-    proc = subprocess.Popen(argv, env=s3.env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 30
-    sent = 0
-    while time.monotonic() < deadline and not sent and proc.poll() is None:
-        for up in s3.client.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []):
-            parts = s3.client.list_parts(Bucket=BUCKET, Key=up["Key"], UploadId=up["UploadId"])
-            sent = sum(p["Size"] for p in parts.get("Parts", []))
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    sent = kill_mid_upload(s3, generations[2], 42, cache)
     assert 0 < sent < size
     assert s3.index() == index_before  # the index is the old one, and whole
     weights = tmp_path / "weights"
     cmd = job_command(compiled, "hot", source=f"s3://{BUCKET}/m/", weights=weights)
-    code, _, err = _run(with_arg(cmd, "--generation", "41"), s3.env())
+    code, _, err = run_env(with_arg(cmd, "--generation", "41"), s3.env())
     assert code == 0, err  # readers are not disturbed
-    code, doc, err = _publish_s3(s3, generations[2], 42, cache, "--part-size", "5MiB")
+    code, doc, err = publish_s3(s3, generations[2], 42, cache, "--part-size", "5MiB")
     assert code == 0, err
     assert doc["upload_resumed_bytes"] == sent
     assert doc["uploaded_bytes"] < size - sent + size // 4, doc
     assert not s3.client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
-    code, doc, err = _run(with_arg(cmd, "--generation", "42"), s3.env())
+    code, doc, err = run_env(with_arg(cmd, "--generation", "42"), s3.env())
     assert code == 0, err
     assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[2])
 
@@ -461,7 +372,7 @@ def test_the_compiled_jobs_credentials_open_a_private_bucket(
     case, bucket, secrets = job
     if bucket != BUCKET:
         s3.client.create_bucket(Bucket=bucket)
-    code, _, err = _run(
+    code, _, err = run_env(
         [str(STANDBYC), "weights", "publish", str(generations[1]), "--to",
          f"s3://{bucket}/mistral/", "--generation", "7", "--cache", str(tmp_path / "cache")],
         s3.env(),
@@ -470,33 +381,13 @@ def test_the_compiled_jobs_credentials_open_a_private_bucket(
     path = REPO / "tests/cases" / case / "expected/serving/bucket/job-bucket-weight-sync-hot.yaml"
     weights = tmp_path / "weights"
     argv, env = _as_the_pod_runs(path, s3, weights, secrets, tmp_path)
-    code, doc, err = _run(argv, env)
+    code, doc, err = run_env(argv, env)
     assert code == 0, err
     assert sha256(weights / "hot/mistral/model.safetensors") == sha256(generations[1])
     wrong = {name: {k: v.replace("SK", "nope") for k, v in keys.items()}
              for name, keys in secrets.items()}  # fmt: skip
     shutil.rmtree(tmp_path / "mounted", ignore_errors=True)
     argv, env = _as_the_pod_runs(path, s3, tmp_path / "other", wrong, tmp_path)
-    code, doc, _ = _run(argv, env)
+    code, doc, _ = run_env(argv, env)
     assert code == 2, doc
     assert "SignatureDoesNotMatch" in doc["error"]
-
-
-def test_a_publisher_that_finds_its_generations_files_taken_exits_6_and_removes_its_own(
-    s3: S3, generations: dict[int, Path], tmp_path: Path
-) -> None:
-    """Another publisher of the same generation wrote its delta first (other content):
-    this one stops before the index, and removes what it had created."""
-    cache = tmp_path / "cache"
-    assert _publish_s3(s3, generations[1], 41, cache)[0] == 0
-    before = s3.listed()
-    s3.client.put_object(Bucket=BUCKET, Key="m/manifests/42.json", Body=b"{}",
-                         Metadata={"sha256": "0" * 64})  # fmt: skip
-    code, doc, _ = _publish_s3(s3, generations[2], 42, cache)
-    assert code == 6, doc
-    assert doc["error"].startswith(
-        f"s3://{BUCKET}/m/manifests/42.json: already there with other content, and not named "
-        "by the index: another publish of this generation is running, or one stopped"
-    ), doc["error"]
-    assert s3.listed() == sorted([*before, "m/manifests/42.json"])
-    assert [g["generation"] for g in s3.index()["generations"]] == [41]

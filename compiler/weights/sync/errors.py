@@ -49,3 +49,19 @@ class StoreDenied(WeightsError):
 class PublishRaced(WeightsError):
     """Another publisher wrote the store's index, or the same generation's files, first:
     nothing of this run is named by the index; publish again on top of it."""
+
+
+class PublishBlocked(WeightsError):
+    """Objects of the generation being published are in the store with other content, and
+    the index does not name them: a publish that stopped left them (or one still runs).
+    Publishing again does not clear them."""
+
+
+class SourceChanged(WeightsError):
+    """The model directory changed, or lost a file, while it was published: nothing of it
+    was published."""
+
+
+class StateDamaged(WeightsError):
+    """An entry of a tier's state directory is not what a sync made (a link, a FIFO, a
+    directory where a file goes): the sync refuses to write through it."""

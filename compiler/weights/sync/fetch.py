@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compiler.fsutil import open_append, read_regular, write_replacing
 from compiler.urls import http_url
 from compiler.weights.sync.errors import (
     DiskFull,
@@ -149,6 +150,7 @@ class Fetcher:
     stats: FetchStats = field(default_factory=FetchStats)
     sleep: Callable[[float], None] = time.sleep
     s3: S3Access | None = None  # signs every request for a private bucket
+    notice: Callable[[str], None] | None = None  # told what each wait between tries is for
 
     def __post_init__(self) -> None:
         url = check_url(self.base_url, "--source")
@@ -270,6 +272,14 @@ class Fetcher:
         delay *= 0.5 + random.random() / 2  # jitter: no thundering herd
         if self.deadline is not None and time.monotonic() + delay >= self.deadline:
             raise SyncTimeout(f"{what}: the sync's budget (--deadline) ran out (last error: {exc})")
+        if self.notice is not None:
+            left = "" if self.deadline is None else (
+                f"; the budget ends in {self.deadline - time.monotonic():.0f} s (--deadline)"
+            )  # fmt: skip
+            self.notice(
+                f"{what}: {exc or type(exc).__name__}; waiting {delay:.1f} s for retry "
+                f"{failures} of {self.retries} (--retries){left}"
+            )
         self.sleep(delay)
         return failures
 
@@ -315,7 +325,7 @@ class Fetcher:
     def _download_once(self, f: StoredFile, into: Path) -> Path:
         into.mkdir(parents=True, exist_ok=True)
         final = into / f.path.replace("/", "__")
-        if final.is_file() and _sha256_file(final) == f.sha256:
+        if _regular(final) and _sha256_file(final) == f.sha256:
             return final  # downloaded and verified by an earlier run
         job = _Download(self, f, final)
         self.stats.resumed_bytes += job.got.size
@@ -354,7 +364,7 @@ class Fetcher:
         bytes arrived (kept even when the connection breaks, so the next attempt resumes
         after them)."""
         received = 0
-        with got.path.open("ab") as out:
+        with os.fdopen(open_append(got.path), "ab") as out:
             try:
                 while chunk := self._read(resp, what):
                     if got.size + len(chunk) > size:
@@ -386,7 +396,7 @@ class _Download:
         self.meta_path = final.with_name(final.name + ".part.json")
         want = {"path": f.path, "size": f.size, "sha256": f.sha256}
         self.meta = _read_json(self.meta_path)
-        if not part.is_file() or {k: self.meta.get(k) for k in want} != want:
+        if not _regular(part) or {k: self.meta.get(k) for k in want} != want:
             part.unlink(missing_ok=True)
             self.meta = dict(want)
             _write_json(self.meta_path, self.meta)
@@ -505,8 +515,13 @@ def _range_start(resp: http.client.HTTPResponse) -> int | None:
     return None
 
 
+def _regular(path: Path) -> bool:
+    """A regular file, not a link to one: what a download left, not what was planted."""
+    return path.is_file() and not path.is_symlink()
+
+
 def _hash_prefix(path: Path, hasher: Any) -> int:
-    if not path.is_file():
+    if not _regular(path):
         return 0
     n = 0
     with path.open("rb") as f:
@@ -523,14 +538,13 @@ def _sha256_file(path: Path) -> str:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    raw = read_regular(path, ANSWER_CAP)
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+        doc = json.loads(raw) if raw is not None else {}
+    except (ValueError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, sort_keys=True))
-    tmp.replace(path)
+    write_replacing(path, json.dumps(doc, sort_keys=True).encode())

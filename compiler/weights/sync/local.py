@@ -13,6 +13,12 @@ keeps, beside it and never inside it::
 The current generation is read from ``state.json`` when every file still looks as it
 did; otherwise the directory is read in full (the weights' checkpoint digest, every other
 file's sha256) and its digest looked up in the index.
+
+Others may write the tier's directory too, so nothing there is trusted: each level of the
+state directory must be a real directory, each entry above what a sync makes (a regular
+file, a real directory) or the sync refuses before it writes (``StateDamaged``); files are
+written through a fresh temporary file that is never a link, and ``state.json`` is read
+bounded, as a regular file only, each field's type checked (anything else: no state).
 """
 
 from __future__ import annotations
@@ -21,25 +27,32 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.fsutil import exclusive
+from compiler.fsutil import exclusive, read_regular, write_replacing
 from compiler.names import GENERATION_FILE, SYNC_STATE_DIR
 from compiler.weights.apply import remove_stale_temps
 from compiler.weights.errors import WeightsError
 from compiler.weights.manifest import build_manifest
 from compiler.weights.safetensors_io import Checkpoint
-from compiler.weights.sync.errors import SyncBusy
+from compiler.weights.sync.errors import StateDamaged, SyncBusy
 from compiler.weights.sync.modeldir import dir_digest, scan, sha256_file
-from compiler.weights.sync.store import Index
+from compiler.weights.sync.store import MAX_GENERATION, Index
 
 STATE_DIR = SYNC_STATE_DIR
 STATE_FORMAT = "standbyc-sync-state"
 STATE_VERSION = 2
 # The standby's own copy is read without a cap on its other files: it came from the store.
 _NO_CAP = 1 << 62
+# state.json holds a row per file (at most modeldir.MAX_FILES): a larger one is not ours.
+STATE_CAP = 64 << 20
+# What a sync makes in its state directory: a regular file or a real directory each.
+_FILE, _DIR = "a regular file", "a directory"
+_ENTRIES = {"lock": _FILE, "state.json": _FILE, "state.json.tmp": _FILE,
+            "downloads": _DIR, "work": _DIR}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,12 +80,24 @@ class Local:
 
     def locked(self, wait: float = 0.0) -> contextlib.AbstractContextManager[None]:
         """Hold the target's lock, waiting up to ``wait`` seconds for another sync."""
-        self.state.mkdir(parents=True, exist_ok=True)
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        _real_dir(self.state.parent)
+        _real_dir(self.state)
+        _check_entry(self.state / "lock", _FILE)
         busy = SyncBusy(
             f"{self.target}: another sync of this target is still running after {wait:g} s "
             "(--lock-wait)"
         )
         return exclusive(self.state / "lock", busy, wait)
+
+    def check(self) -> None:
+        """Refuse (StateDamaged) a state directory entry a sync would write through: one
+        that is not what a sync made. Under the lock, before anything is written."""
+        for name, kind in _ENTRIES.items():
+            _check_entry(self.state / name, kind)
+        if self.downloads.is_dir():
+            for entry in sorted(os.scandir(self.downloads), key=lambda e: e.name):
+                _check_entry(Path(entry.path), _FILE)
 
     def clean_leftovers(self) -> None:
         """Work of a sync that was killed (under the lock, so none is running): the staged
@@ -118,9 +143,9 @@ class Local:
             "signature": self.signature(),
             "served": served,
         }
-        tmp = self.state / "state.json.tmp"
-        tmp.write_text(json.dumps(doc, sort_keys=True) + "\n")
-        tmp.replace(self.state / "state.json")
+        write_replacing(
+            self.state / "state.json", (json.dumps(doc, sort_keys=True) + "\n").encode()
+        )
 
     @property
     def generation_file(self) -> Path:
@@ -132,21 +157,56 @@ class Local:
         after the swap reports the generation it loaded and is not asked to load it again.
         Written after the swap: a pod that starts in between reports the older generation
         and is asked once more, never the reverse."""
-        path = self.generation_file
-        text = f"{generation}\n"
-        with contextlib.suppress(OSError):
-            if path.read_text() == text:
-                return
-        tmp = self.state / (GENERATION_FILE + ".tmp")
-        tmp.write_text(text)
-        tmp.chmod(0o644)  # the engines run as their own user
-        tmp.replace(path)
+        text = f"{generation}\n".encode()
+        if read_regular(self.generation_file, 64) != text:
+            write_replacing(self.generation_file, text)  # 0644: engines run as other users
 
     def served(self) -> dict[str, Any]:
-        """What the engines were last confirmed to serve (``reload``'s record)."""
+        """What the engines were last confirmed to serve (``reload``'s record); {} when
+        the numbers it holds are not a generation and a count of pods."""
         state = read_state(self.state / "state.json")
         served = state.get("served") if state else None
-        return served if isinstance(served, dict) else {}
+        if not isinstance(served, dict):
+            return {}
+        generation, failed = served.get("generation"), served.get("failed")
+        if generation is not None and not _generation(generation):
+            return {}
+        if failed is not None and not _count(failed, 1 << 20):
+            return {}
+        return served
+
+
+def _real_dir(path: Path) -> None:
+    """Make ``path`` (one level) unless it is there; refuse it unless a real directory."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(0o755)
+    _check_entry(path, _DIR)
+
+
+def _check_entry(path: Path, kind: str) -> None:
+    """Refuse ``path`` unless it is missing or ``kind`` (lstat: a link is never either)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode) if kind == _DIR else stat.S_ISREG(mode):
+        return
+    raise StateDamaged(
+        f"{path}: {_kind(mode)}, where a sync keeps {kind}; a sync does not write through "
+        "what it did not make. Remove it (and find out what put it there), then sync again"
+    )
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return "a device or socket"
 
 
 def _hashed(target: Path, index: Index) -> Current:
@@ -198,25 +258,77 @@ def _from_state(state: dict[str, Any], index: Index) -> Current | None:
 
 
 def read_state(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+    """``state.json`` when it is a regular file of at most STATE_CAP bytes whose every
+    field has its type (numbers in their ranges); else None: no state, the directory is
+    read in full."""
+    raw = read_regular(path, STATE_CAP)
+    if raw is None:
         return None
-    if (
-        not isinstance(doc, dict)
-        or doc.get("format") != STATE_FORMAT
-        or doc.get("version") != STATE_VERSION
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not (
+        isinstance(doc, dict)
+        and doc.get("format") == STATE_FORMAT
+        and doc.get("version") == STATE_VERSION
+        and _generation(doc.get("generation"))
+        and (doc.get("digest") is None or isinstance(doc.get("digest"), str))
+        and _weights(doc.get("weights"))
+        and _str_map(doc.get("files"))
+        and _signature(doc.get("signature"))
+        and isinstance(doc.get("served", {}), dict)
     ):
         return None
     return doc
+
+
+def _count(value: object, high: int) -> bool:
+    """A JSON integer (not ``true``) from 0 to ``high``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
+
+
+def _stat_number(value: object) -> bool:
+    """A size, time in ns (before 1970: negative) or inode: an integer within 64 bits."""
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 64
+
+
+def _generation(value: object) -> bool:
+    return _count(value, MAX_GENERATION) and value != 0
+
+
+def _weights(value: object) -> bool:
+    if not isinstance(value, dict):
+        return False
+    names, digest = value.get("files"), value.get("digest")
+    return (
+        isinstance(names, list)
+        and all(isinstance(n, str) for n in names)
+        and (digest is None or isinstance(digest, str))
+    )
+
+
+def _str_map(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def _signature(value: object) -> bool:
+    """Rows of [name, size, mtime_ns, ctime_ns, inode], as ``Local.signature`` makes."""
+    return isinstance(value, list) and all(
+        isinstance(row, list)
+        and len(row) == 5
+        and isinstance(row[0], str)
+        and all(_stat_number(n) for n in row[1:])
+        for row in value
+    )
 
 
 def held_generation(target: Path) -> int | None:
     """The generation ``state.json`` records for ``target``, if its files still look as
     they did then. Needs no index: for reporting when the store cannot be read."""
     local = Local(target)
-    state = read_state(local.state / "state.json")  # unreadable: None
-    if state is None or not isinstance(state.get("generation"), int):
+    state = read_state(local.state / "state.json")  # unreadable or mistyped: None
+    if state is None:
         return None
     try:
         same = state.get("signature") == local.signature()

@@ -14,26 +14,23 @@ Where the bytes go is a ``StoreWriter``'s: ``LocalStore`` for a directory, ``S3S
 made against the latest generation's anchor when its bytes are here, else against its
 manifest (changed chunks stored whole, not XORed): bigger, never a failure.
 
-Anchors kept: by drift, a generation whose one-step deltas since the previous kept
-anchor add up to more than ``anchor_drift`` of its weights, or that is ``anchor_every``
-generations after it (with ``anchor_drift`` 0: every ``anchor_every``-th generation);
-also the oldest generation in the index (so every listed generation can be reached from
-an anchor by deltas) and the latest (so the next publish can diff against it).
-Generations older than the last ``keep`` are dropped, except those the remaining ones
-need. The latest also gets merged deltas from older generations (``merging``).
+The weights are read once, into the new anchor, and the manifest and the delta are made
+from that copy; a directory that changed while it was read is refused (``snapshot``).
+Which generations and anchors the new index keeps is ``retention``'s; the latest also
+gets merged deltas from older generations (``merging``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import errno
 import json
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,14 +42,11 @@ from compiler.weights.manifest import (
     MIN_CHUNK,
     Manifest,
     Progress,
-    build_manifest,
     load_manifest,
 )
-from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.errors import StoreError, SyncBusy
-from compiler.weights.sync.merging import MergePolicy, add_merged, only_latest_merged
+from compiler.weights.sync.merging import MergePolicy, add_merged
 from compiler.weights.sync.modeldir import (
-    HASH_BLOCK,
     MAX_FILE_SIZE,
     ModelDir,
     dir_digest,
@@ -60,6 +54,15 @@ from compiler.weights.sync.modeldir import (
     sha256_file,
 )
 from compiler.weights.sync.patch import PATCH_CAP, make_patch
+from compiler.weights.sync.retention import prune
+from compiler.weights.sync.snapshot import (
+    Read,
+    anchor_sums,
+    check_unchanged,
+    copy_verified,
+    read_directory,
+    source_read,
+)
 from compiler.weights.sync.store import (
     INDEX,
     MAX_GENERATION,
@@ -175,49 +178,12 @@ def anchor_path(store: Path, weights: WeightsInfo, generation: int) -> Path:
     return base if weights.sharded else base / weights.names[0]
 
 
-def _write_anchor(model: ModelDir, store: Path, generation: int) -> tuple[StoredFile, ...]:
-    final = store / "anchors" / str(generation)
-    tmp = _tmp(final)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for f in model.weight_files:
-        shutil.copyfile(f.path, tmp / f.name)  # copy_file_range where the kernel offers it
-        fsync_path(tmp / f.name)
-    fsync_path(tmp)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.replace(final)
-    fsync_path(final.parent)
-    rel = f"anchors/{generation}"
-    return tuple(_stored(store, f"{rel}/{f.name}", f.name) for f in model.weight_files)
-
-
-def _copy_verified(src: Path, dest: Path, sha256: str, size: int) -> None:
-    """Copy ``src`` to ``dest`` through a temp name, hashing what is copied: a file that
-    changed since it was hashed is refused, not stored under the wrong name."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(dest)
-    h = hashlib.sha256()
-    n = 0
-    try:
-        with src.open("rb") as fin, tmp.open("wb") as fout:
-            while block := fin.read(HASH_BLOCK):
-                h.update(block)
-                n += len(block)
-                if n > size:
-                    break
-                fout.write(block)
-            fout.flush()
-            os.fsync(fout.fileno())
-        if n != size or h.hexdigest() != sha256:
-            raise StoreError(f"{src}: changed while it was published; publish again")
-        tmp.replace(dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _plain_files(
-    model: ModelDir, store: Path, old: Index | None, stats: PublishStats
+    model: ModelDir,
+    store: Path,
+    old: Index | None,
+    stats: PublishStats,
+    sums: list[tuple[str, int, str]],
 ) -> tuple[PlainFile, ...]:
     """Every file besides the weights, stored by content; a patch from the latest
     generation's file of the same name where it is smaller than the file."""
@@ -225,11 +191,11 @@ def _plain_files(
     # Named by the index, so in the store (a cache of a remote one may not hold it).
     known = {f.sha256 for g in old.generations.values() for f in g.files} if old else set()
     out: list[PlainFile] = []
-    for f in model.files:
-        sha = sha256_file(f.path, f.size)
+    for f, (_, _, sha) in zip(model.files, sums, strict=True):
         blob = store / blob_path(sha)
         if sha not in known and not (blob.is_file() and blob.stat().st_size == f.size):
-            _copy_verified(f.path, blob, sha, f.size)
+            with source_read(model):
+                copy_verified(f.path, blob, _tmp(blob), sha, f.size)
             stats.files_new.append(f.name)
             stats.files_bytes += f.size
         patch = None
@@ -250,47 +216,6 @@ def _plain_files(
                 stats.patch_bytes += len(data)
         out.append(PlainFile(f.name, f.size, sha, patch))
     return tuple(out)
-
-
-def _anchors_to_keep(gens: dict[int, Generation], anchor_every: int, drift: float) -> set[int]:
-    """The oldest and the latest, and by drift: a generation whose one-step deltas since
-    the previous kept anchor add up to more than ``drift`` of its weights, or that is
-    ``anchor_every`` generations after it. An anchor dropped before is not made again, so
-    the choice only depends on the generations since the oldest (itself anchored)."""
-    ordered = sorted(gens)
-    ends = {ordered[0], ordered[-1]}
-    if drift <= 0:
-        return {g for g in ordered if g % anchor_every == 0} | ends
-    kept, chain, count = set(ends), 0, 0
-    for g in ordered[1:-1]:
-        gen = gens[g]
-        chain += gen.delta.file.size if gen.delta else gen.weights.size
-        count += 1
-        if gen.anchor and (chain > drift * gen.weights.size or count >= anchor_every):
-            kept.add(g)
-            chain = count = 0
-    return kept
-
-
-def _prune(
-    gens: dict[int, Generation], keep: int, anchor_every: int, drift: float = 0.0
-) -> dict[int, Generation]:
-    """Drop generations older than the last ``keep``, but keep an anchored start for the
-    oldest kept one; drop anchors that are no longer needed, and merged deltas into any
-    generation but the latest."""
-    ordered = sorted(gens)
-    window = ordered[-keep:]
-    start = window[0]
-    # Walk back to an anchored generation: the oldest listed one always is.
-    while not gens[start].anchor:
-        delta = gens[start].delta
-        prev = delta.base if delta is not None else None
-        if prev is None or prev not in gens:
-            raise StoreError(f"generation {start} cannot be reached from any anchor")
-        start = prev
-    kept = only_latest_merged({g: gens[g] for g in ordered if g >= start})
-    anchors = _anchors_to_keep(kept, anchor_every, drift)
-    return {g: gen if g in anchors else replace(gen, anchor=()) for g, gen in kept.items()}
 
 
 def _remove_unlisted(store: Path, index: Index | None) -> list[str]:
@@ -405,26 +330,41 @@ def publish(
     check_chunk(chunk)
     model = scan(new, excludes=excludes, max_file_size=max_file_size)
     t0 = time.perf_counter()
-    store.mkdir(parents=True, exist_ok=True)
-    with exclusive(store, SyncBusy(f"{store}: another publish is running")):
-        clean_leftovers(store)
-        sink = writer or LocalStore()
-        sink.prepare(store)
-        before = read_index(store)
-        try:
-            job = _Job(model, store, generation, anchor_every, keep, chunk, progress, sink,
-                       anchor_drift, merge)  # fmt: skip
-            stats = _publish(job)
-        except BaseException:
-            # Whatever stopped it (a full disk, a bad file) stopped it before the index was
-            # replaced: remove what it wrote, temp files and finished ones alike, so the
-            # store is as it was and nothing fills it.
-            with contextlib.suppress(OSError, StoreError):
-                clean_leftovers(store)
-                _remove_unlisted(store, before)
-            raise
+    with _writing(store):
+        store.mkdir(parents=True, exist_ok=True)
+        with exclusive(store, SyncBusy(f"{store}: another publish is running")):
+            clean_leftovers(store)
+            sink = writer or LocalStore()
+            sink.prepare(store)
+            before = read_index(store)
+            try:
+                job = _Job(model, store, generation, anchor_every, keep, chunk, progress, sink,
+                           anchor_drift, merge)  # fmt: skip
+                stats = _publish(job)
+            except BaseException:
+                # Whatever stopped it (a full disk, a bad file) stopped it before the index
+                # was replaced: remove what it wrote, temp files and finished ones alike, so
+                # the store is as it was and nothing fills it.
+                with contextlib.suppress(OSError, StoreError):
+                    clean_leftovers(store)
+                    _remove_unlisted(store, before)
+                raise
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+@contextlib.contextmanager
+def _writing(store: Path) -> Iterator[None]:
+    """A store this user cannot write (read-only, or not theirs) is bad input, not a bug."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        raise StoreError(
+            f"{exc.filename or store}: {exc.strerror}; a publish writes {store}: publish "
+            "where this user can write, on a file system mounted read-write"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -441,16 +381,42 @@ class _Job:
     merge: MergePolicy = MergePolicy()  # noqa: RUF009 (frozen)
 
 
+def _place_anchor(
+    store: Path, generation: int, read: Read, sums: list[tuple[str, int, str]]
+) -> tuple[StoredFile, ...]:
+    final = store / "anchors" / str(generation)
+    shutil.rmtree(final, ignore_errors=True)
+    read.snapshot.replace(final)
+    fsync_path(final.parent)
+    return tuple(StoredFile(f"anchors/{generation}/{n}", size, sha, n) for n, size, sha in sums)
+
+
+def _weights_delta(job: _Job, old: Index, read: Read, stats: PublishStats) -> Delta:
+    """The delta from the latest generation to the weights' copy."""
+    store, generation = job.store, job.generation
+    prev = old.generations[old.latest]
+    rel = f"deltas/{prev.number}-{generation}.delta"
+    tmp = _tmp(store / rel)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    base, base_manifest = _delta_base(store, prev)
+    diff(read.checkpoint, tmp, old_path=base, base_manifest=base_manifest,
+         chunk=old.chunk_size, progress=job.progress)  # fmt: skip
+    stats.delta_base = "anchor" if base is not None else "manifest"
+    fsync_path(tmp)
+    tmp.replace(store / rel)
+    fsync_path(tmp.parent)
+    delta = Delta(prev.number, _stored(store, rel), prev.weights.digest, read.manifest.digest)
+    stats.delta_from, stats.delta_bytes = prev.number, delta.file.size
+    return delta
+
+
 def _publish(job: _Job) -> PublishStats:
-    model, store, generation, progress = job.model, job.store, job.generation, job.progress
+    model, store, generation = job.model, job.store, job.generation
     old = read_index(store)
-    ckpt = Checkpoint(model.checkpoint)
-    try:
-        manifest = build_manifest(ckpt, old.chunk_size if old else job.chunk, progress)
-    finally:
-        ckpt.close()
-    sums = [(f.name, f.size, sha256_file(f.path, f.size)) for f in model.files]
-    digest = dir_digest(manifest.digest, model.weights.names, sums)
+    snapshot = _tmp(store / "anchors" / str(generation))
+    read = read_directory(model, snapshot, old.chunk_size if old else job.chunk, job.progress)
+    manifest = read.manifest
+    digest = dir_digest(manifest.digest, model.weights.names, read.sums)
     stats = PublishStats(
         generation,
         digest,
@@ -465,6 +431,7 @@ def _publish(job: _Job) -> PublishStats:
                 f"{store}: generation {generation} is already published with digest "
                 f"{old.generations[generation].digest}; {model.root} has {digest}"
             )
+        shutil.rmtree(read.snapshot, ignore_errors=True)
         stats.already = True
         return stats
     if old is not None and generation < old.latest:
@@ -474,27 +441,14 @@ def _publish(job: _Job) -> PublishStats:
         )
     man_rel = f"manifests/{generation}.json"
     _write_atomic(store / man_rel, json.dumps(manifest.to_json(), sort_keys=True).encode())
-    # The anchor's copy and sha256 run beside the diff (both release the GIL).
+    # The anchor's sha256 runs beside the diff (both release the GIL).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="standbyc-anchor") as pool:
-        anchor_job = pool.submit(_write_anchor, model, store, generation)
-        delta = None
-        if old is not None:
-            prev = old.generations[old.latest]
-            rel = f"deltas/{prev.number}-{generation}.delta"
-            tmp = _tmp(store / rel)
-            tmp.parent.mkdir(parents=True, exist_ok=True)
-            base, base_manifest = _delta_base(store, prev)
-            diff(model.checkpoint, tmp, old_path=base, base_manifest=base_manifest,
-                 chunk=old.chunk_size, progress=progress)  # fmt: skip
-            stats.delta_base = "anchor" if base is not None else "manifest"
-            fsync_path(tmp)
-            tmp.replace(store / rel)
-            fsync_path(tmp.parent)
-            delta = Delta(prev.number, _stored(store, rel), prev.weights.digest, manifest.digest)
-            stats.delta_from, stats.delta_bytes = prev.number, delta.file.size
-        anchor = anchor_job.result()
+        sums = pool.submit(anchor_sums, read, model)
+        delta = _weights_delta(job, old, read, stats) if old is not None else None
+        anchor = _place_anchor(store, generation, read, sums.result())
     stats.anchor_bytes = sum(f.size for f in anchor)
-    files = _plain_files(model, store, old, stats)
+    files = _plain_files(model, store, old, stats, read.sums)
+    check_unchanged(model, read.before)  # the other files were read again as they were stored
     weights = WeightsInfo(
         manifest.digest, model.weights.names, sum(f.size for f in model.weight_files)
     )
@@ -502,7 +456,7 @@ def _publish(job: _Job) -> PublishStats:
         generation, digest, model.size, weights, files, _stored(store, man_rel), delta, anchor
     )
     gens = {**(old.generations if old else {}), generation: gen}
-    index = Index(manifest.chunk_size, _prune(gens, job.keep, job.anchor_every, job.anchor_drift))
+    index = Index(manifest.chunk_size, prune(gens, job.keep, job.anchor_every, job.anchor_drift))
     index = _with_merged(job, index, stats)
     data = index.dumps()
     parse_index(data, f"{store / INDEX} (as it would be written)")  # what readers accept

@@ -454,15 +454,20 @@ def sync(
     *,
     lock_wait: float = 0.0,
     reload: Reload | None = None,
+    on_index: Callable[[Index], None] | None = None,
 ) -> SyncResult:
     """Bring ``result.target`` to ``result.generation``, filling in ``result`` as it goes
-    (so a caller that catches an error still knows what the standby holds)."""
+    (so a caller that catches an error still knows what the standby holds); ``on_index``
+    sees the index as soon as it is read (to size the sync's budget)."""
     t0 = time.perf_counter()
     target, generation = result.target, result.generation
     result.fetch = fetcher.stats
     index = read_index(fetcher)
+    if on_index is not None:
+        on_index(index)
     local = Local(target)
     with local.locked(lock_wait):
+        local.check()
         local.clean_leftovers()
         try:
             _update(fetcher, local, result, index)

@@ -6,15 +6,18 @@ module is its ``StoreWriter``:
 - ``prepare`` reads the store's ``index.json`` and its ETag, checks it as a reader would
   and puts it in the cache; fetches the latest generation's manifest and its small other
   files (for patches); keeps the cached anchor of the latest generation only if every file
-  has the index's size and sha256, so the delta is made against its bytes (else against
-  the manifest; with ``--fetch-base`` it is downloaded, resumable and verified, instead).
+  has the index's size and sha256, so the delta is made against its bytes; a cache that
+  lacks it (a fresh CI runner) downloads it, resumable and verified, unless
+  ``--no-fetch-base`` (then the delta is made against the manifest: bigger).
   A bucket prefix without an index that holds objects is refused.
 - ``commit`` uploads every file the new index names and the old one does not (data
   first), each created with ``If-None-Match: *`` and its sha256 as metadata, so an object
-  already there with that content is kept (a rerun) and one with other content is another
-  publisher's (exit 6). Files over ``--part-size`` go up in parts; the upload's id is kept
-  in the cache, so a rerun after a kill lists the parts already there and sends only the
-  others (a part counts if its size and MD5 ETag match). Then ``index.json`` is written
+  already there with that content is kept (a rerun); those with other content (another
+  publisher's, or left by a publish that stopped) are all named before anything is uploaded,
+  and the publish stops (exit 7: publishing again does not clear them). Files over
+  ``--part-size`` go up in parts; the upload's id is kept in the cache, so a rerun after a
+  kill lists the parts already there and sends only the others (a part counts if its size
+  and MD5 ETag match). Then ``index.json`` is written
   with ``If-Match`` on the ETag read at the start (``If-None-Match: *`` for a new store):
   of two publishers only one can replace it; the other's own objects are deleted and it
   exits 6. Last, the objects only the old index named are deleted.
@@ -35,7 +38,12 @@ from typing import Any
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from compiler.weights.sync.errors import PublishRaced, SourceUnreachable, StoreError
+from compiler.weights.sync.errors import (
+    PublishBlocked,
+    PublishRaced,
+    SourceUnreachable,
+    StoreError,
+)
 from compiler.weights.sync.fetch import Fetcher, TokenBucket
 from compiler.weights.sync.merging import merge_chain
 from compiler.weights.sync.patch import PATCH_CAP
@@ -86,10 +94,11 @@ class S3Store:
     rate_bits_per_second: float | None = None
     stats: UploadStats = field(default_factory=UploadStats)
     etag: str | None = None  # the index's ETag when it was read; None: there was none
-    fetch_base: bool = False  # download the latest anchor when the cache lacks it
+    fetch_base: bool = True  # download the latest anchor when the cache lacks it
     # One-step deltas back from the latest that merging reads (``merging``): kept in the
     # cache, and downloaded when it lacks them (0: merging is off).
     merge_window: int = 0
+    notice: Callable[[str], None] | None = None  # told what a long wait is for
 
     def __post_init__(self) -> None:
         if not MIN_PART <= self.part_size <= MAX_PART:
@@ -166,6 +175,12 @@ class S3Store:
         if not all(_has(store, f) for f in latest.anchor):
             shutil.rmtree(store / "anchors" / str(latest.number), ignore_errors=True)
             if self.fetch_base:
+                if self.notice is not None:
+                    self.notice(
+                        f"{self.access.url}: the cache {store} lacks generation "
+                        f"{latest.number}'s weights; downloading them ({latest.anchor_size} "
+                        "bytes) for a small delta (--no-fetch-base: none, and a bigger delta)"
+                    )
                 self.stats.base_bytes += self._fetch(store, latest.anchor)
         chain = [f for f in merge_chain(index, self.merge_window) if not _has(store, f)]
         self.stats.chain_bytes += self._fetch(store, chain)
@@ -175,7 +190,8 @@ class S3Store:
         bytes."""
         if not files:
             return 0
-        fetcher = Fetcher(self.access.http_base, self.rate_bits_per_second, s3=self.access)
+        fetcher = Fetcher(self.access.http_base, self.rate_bits_per_second, s3=self.access,
+                          notice=self.notice)  # fmt: skip
         downloads = store / DOWNLOADS
         try:
             for f in files:
@@ -207,12 +223,16 @@ class S3Store:
         created: dict[str, str] = {}
         # Small files first, the anchors (the bulk) last.
         order = sorted(set(after) - set(before), key=lambda p: (p.startswith("anchors/"), p))
+        there = self._there(order, after, new.latest)
         try:
             for rel in order:
-                etag = self._upload(store, after[rel])
+                if rel in there:
+                    self.stats.kept += 1
+                    continue
+                etag = self._upload(store, after[rel], new.latest)
                 if etag is not None:
                     created[rel] = etag
-        except PublishRaced:
+        except (PublishRaced, PublishBlocked):
             self._undo(created)
             raise
         self._put_index(store, data, created)
@@ -224,6 +244,25 @@ class S3Store:
         _write_atomic(store / INDEX, data)
         _trim_cache(store, new, self.merge_window)
         return gone
+
+    def _there(self, order: list[str], files: dict[str, StoredFile], generation: int) -> set[str]:
+        """The objects already in the bucket with this content (a rerun's); before anything
+        is uploaded, every one with other content, named at once (PublishBlocked)."""
+        same, taken = set(), []
+        for rel in order:
+            head = self._head(rel)
+            if head is None:
+                continue
+            f = files[rel]
+            if head.get("Metadata", {}).get("sha256") == f.sha256 and (
+                head.get("ContentLength") == f.size
+            ):
+                same.add(rel)
+            else:
+                taken.append(rel)
+        if taken:
+            raise self._blocked(taken, generation)
+        return same
 
     def _put_index(self, store: Path, data: bytes, created: dict[str, str]) -> None:
         cond = {"IfMatch": self.etag} if self.etag is not None else {"IfNoneMatch": "*"}
@@ -247,15 +286,8 @@ class S3Store:
         for rel in sorted(set(created) - named):
             self._call(rel, self.client.delete_object, Key=self.access.url.key(rel))
 
-    def _upload(self, store: Path, f: StoredFile) -> str | None:
-        """Put ``f`` unless the bucket has it with that content; its ETag if created."""
-        head = self._head(f.path)
-        if head is not None:
-            same = head.get("Metadata", {}).get("sha256") == f.sha256
-            if same and head.get("ContentLength") == f.size:
-                self.stats.kept += 1
-                return None
-            raise self._taken(f)
+    def _upload(self, store: Path, f: StoredFile, generation: int) -> str | None:
+        """Put ``f``, created only if absent; its ETag."""
         path = store / f.path
         if not path.is_file() or path.stat().st_size != f.size:
             raise StoreError(f"{path}: the cache lost a file this publish wrote; publish again")
@@ -269,18 +301,23 @@ class S3Store:
             else:
                 etag = self._multipart(store, path, f)
         except ClientError as exc:
-            if client_error(exc) in RACED:
-                raise self._taken(f) from None
+            if client_error(exc) in RACED:  # created since it was looked at: another publish
+                raise self._blocked([f.path], generation) from None
             raise
         self.stats.objects += 1
         return etag
 
-    def _taken(self, f: StoredFile) -> PublishRaced:
-        return PublishRaced(
-            f"{self.access.url}{f.path}: already there with other content, and not named by "
-            "the index: another publish of this generation is running, or one stopped; "
-            "publish another generation number, or delete the objects the index does not name "
-            "once no publish runs"
+    def _blocked(self, taken: list[str], generation: int) -> PublishBlocked:
+        url = self.access.url
+        listed = " ".join(f"{url}{rel}" for rel in taken[:8])
+        more = f" and {len(taken) - 8} more" if len(taken) > 8 else ""
+        return PublishBlocked(
+            f"{url}: {len(taken)} object(s) of generation {generation} are already there with "
+            f"other content, and the index does not name them: {listed}{more}. A publish of "
+            f"generation {generation} that stopped left them, or one is still running. "
+            "Publishing again does not clear them: publish the next generation number, or, "
+            "once no publish of this generation runs, delete them (aws s3 rm URL for each) "
+            "and publish again"
         )
 
     def _read(self, path: Path, offset: int, size: int) -> bytes:

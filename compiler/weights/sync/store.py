@@ -33,14 +33,19 @@ from typing import Any
 from compiler.weights.manifest import MAX_CHUNK, MIN_CHUNK
 from compiler.weights.safetensors_io import INDEX_NAME
 from compiler.weights.sync.errors import StoreError
-from compiler.weights.sync.modeldir import ModelDirError, check_name, check_tree, dir_digest
+from compiler.weights.sync.modeldir import (
+    MAX_FILES,
+    ModelDirError,
+    check_name,
+    check_tree,
+    dir_digest,
+)
 
 FORMAT = "standbyc-store"
 VERSION = 2
 INDEX = "index.json"
 INDEX_CAP = 64 << 20
 MAX_GENERATIONS = 100_000
-MAX_FILES = 100_000
 MAX_GENERATION = 10**15
 MAX_MERGED = 4096  # merged deltas into one generation
 _HEX = "[0-9a-f]{64}"
@@ -307,9 +312,15 @@ def _generation(v: object, where: str) -> Generation:
     d = _obj(v, where)
     number = _int(d.get("generation"), f"{where}.generation", MAX_GENERATION)
     weights = _weights(d.get("weights"), f"{where}.weights")
-    files = tuple(
-        _plain(f, f"{where}.files[{i}]") for i, f in enumerate(_list(d.get("files"), where))
-    )
+    listed = _list(d.get("files"), where, INDEX_CAP)
+    if len(weights.names) + len(listed) > MAX_FILES:
+        # The standby reads its own directory with the same cap (modeldir.scan): past it,
+        # it would sync once, then never recognise the directory again.
+        raise StoreError(
+            f"{where}: {len(weights.names) + len(listed)} files; a model directory holds at "
+            f"most {MAX_FILES} (publish refuses more, and so does a standby reading its own)"
+        )
+    files = tuple(_plain(f, f"{where}.files[{i}]") for i, f in enumerate(listed))
     try:
         check_tree([*weights.names, *(f.name for f in files)], where)
     except ModelDirError as exc:
