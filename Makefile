@@ -30,7 +30,8 @@ install: $(STAMP)
 validators: install
 	PYTHON=$(PY) bash scripts/install-tools.sh --validators-only
 
-## tools: the validators, the Kyverno CLI, and the servers and tools the tests run (idempotent)
+## tools: the validators, the Kyverno CLI, kube-apiserver and etcd, and the servers and tools
+## the tests run (idempotent)
 tools: install
 	PYTHON=$(PY) bash scripts/install-tools.sh
 
