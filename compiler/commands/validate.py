@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compiler.commands._common import add_apiserver_option
 from compiler.errors import EXIT_FAILED, EXIT_OK, UsageError
 from compiler.output import add_format_option, emit
 
@@ -34,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="Kubernetes version to validate against, e.g. 1.31 (repeatable; default: the matrix)",
     )
     parser.add_argument("--schema-dir", type=Path, help="offline schema directory")
+    add_apiserver_option(parser)
     add_format_option(parser)
     parser.add_argument(
         "--changed",
@@ -95,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         schema_dir=args.schema_dir,
         display_root=args.dir.rstrip("/") or ".",
         only=only,
+        apiserver=args.apiserver,
     )
     return emit(ValidateOutcome(report), args.format)
 

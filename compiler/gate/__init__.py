@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from compiler import tools, yamlio
+from compiler.gate import apiserver as dryrun
 from compiler.gate import kubeconform, kyverno, pint, promtool, schemas
 from compiler.gate.files import unreadable
 from compiler.gate.report import WARNING, FileResult, Finding, Report, VersionResult
@@ -291,6 +292,7 @@ def run_gate(
     only: Sequence[str] | None = None,
     known: Mapping[str, str] | None = None,
     parsed: Mapping[str, Sequence[Any]] | None = None,
+    apiserver: bool | None = None,
 ) -> Report:
     """Validate every manifest, PrometheusRule and promtool unit test under ``root``.
 
@@ -298,7 +300,9 @@ def run_gate(
     ``root``; see ``spec_prefixes``), so a pre-commit run over one changed spec stays fast.
     ``known``: texts of files under ``root`` the caller has just written or read, exactly
     as they are on disk; they are not read again. ``parsed``: the documents some of those
-    texts read back as (``yamlio.read_back``); they are not parsed again.
+    texts read back as (``yamlio.read_back``); they are not parsed again. ``apiserver``:
+    also dry-run every object on a real kube-apiserver (``compiler.gate.apiserver``; None:
+    as ``STANDBYC_APISERVER`` says).
 
     Raises ``ToolMissing`` when kubeconform or promtool is absent (pint is optional) and
     ``SchemasMissing`` when the offline schemas are absent and cannot be built offline.
@@ -315,13 +319,16 @@ def run_gate(
     tools.require("promtool")
     have_pint = tools.find("pint") is not None
     have_kyverno = tools.find(kyverno.TOOL) is not None
+    use_apiserver = dryrun.asked(apiserver)
     sd = schemas.ensure(schema_dir or default_schema_dir(), versions)
 
     # A whole tree's report remembered from a run over the same bytes with the same
     # tools and schemas stands (compiler.reuse); else each file's verdict is looked up.
     memo = verdicts.GateMemo(root, verdicts.schemas_key(sd, versions), known, parsed)
     prefixes = sorted(spec_prefixes(only)) if only is not None else None
-    seen = memo.report_before(prefixes, shown_root, ",".join(versions))
+    seen = memo.report_before(
+        prefixes, shown_root, ",".join(versions), *([dryrun.identity()] if use_apiserver else [])
+    )
     if isinstance(seen, dict):
         try:
             again = Report.from_dict(seen)
@@ -334,7 +341,7 @@ def run_gate(
             return replace(again, reused=reused, tool_seconds={}, wall_seconds=wall)
     manifests, tests, policy_tests, skipped = _targets(root, only)
     setup = _Setup(root, versions, shown_root, sd, manifests, tests, policy_tests,
-                   have_pint, have_kyverno, memo)  # fmt: skip
+                   have_pint, have_kyverno, memo, use_apiserver)  # fmt: skip
     report = _validate(setup, started, cpu_started, children_started)
     if skipped:
         left_out = tuple(
@@ -362,6 +369,7 @@ class _Setup:
     have_pint: bool
     have_kyverno: bool
     memo: verdicts.GateMemo
+    apiserver: bool = False
 
     def display(self, rel: str) -> str:
         return f"{self.shown_root}/{rel}" if self.shown_root else rel
@@ -382,12 +390,20 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         rules=sources,
     )
     waited = 0.0  # time this thread spent blocked on tool processes
-    with tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp,
+        ThreadPoolExecutor(max_workers=1) as side,
+    ):
+        # The API server, when asked, judges every object beside the other validators.
+        served = side.submit(dryrun.gate_step, setup, display) if setup.apiserver else None
         todo = memo.plan(work, setup.sd, display, setup.policy_shown)
         while not todo.empty():
             ran, seconds = _run_tools(setup, todo, Path(tmp))
             waited += seconds
             todo = memo.settle(ran)
+        t0 = time.perf_counter()
+        dry, dry_status = served.result() if served is not None else (verdicts.EMPTY, "")
+        waited += time.perf_counter() - t0
     ran = memo.results()
     kube_results = [ran.kube[v] for v in setup.versions if v in ran.kube]
     kube_findings = _merge_versions([f for r in kube_results for f in r.findings])
@@ -396,12 +412,14 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         findings += ran.linted.findings
     findings += ran.tests.findings
     findings += ran.policies.findings
+    findings += _merge_versions(dry.findings)
     findings += _stale_test_rules(setup.root, sources, display, memo)
     tool_seconds = {
         "kubeconform": sum(r.seconds for r in kube_results),
         "promtool": ran.checked.seconds + ran.tests.seconds,
         "pint": ran.linted.seconds if ran.linted else 0.0,
         "kyverno": ran.policies.seconds,
+        **({dryrun.TOOL: dry.seconds} if setup.apiserver else {}),
     }
     return Report(
         root=setup.shown_root or ".",
@@ -414,6 +432,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         pint=_pint_status(setup.have_pint, sources),
         policy_tests=ran.policies.results,
         kyverno=_kyverno_status(setup.have_kyverno, setup.policy_tests),
+        apiserver=dry_status,
         tool_seconds=tool_seconds,
         tools_wall_seconds=waited,
         reused=memo.reused,
