@@ -171,8 +171,13 @@ class Session:
         )
 
     def create_namespaces(self, names: Iterable[str]) -> None:
+        """Each namespace, with the ``default`` ServiceAccount a cluster's controllers would
+        add (a Pod without one is refused; no controller runs here)."""
         for ns in sorted(set(names)):
             self.apply(f"/api/v1/namespaces/{ns}", _namespace(ns))
+            account = {"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "default", "namespace": ns}}  # fmt: skip
+            self.apply(f"/api/v1/namespaces/{ns}/serviceaccounts/default", account)
 
     def dry_run(self, item: Item) -> list[Finding]:
         """The server's verdict on ``item``: nothing, its refusal, or its warnings."""
