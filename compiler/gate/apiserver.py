@@ -275,10 +275,10 @@ def binary_minor(pins: pinfile.Pins) -> int:
 
 
 def run(
-    documents: Iterable[tuple[str, Sequence[Any]]], versions: Sequence[str]
+    documents: Iterable[tuple[str, Sequence[Any]]], versions: Sequence[str], where: str = "."
 ) -> tuple[Outcome, str]:
     """Dry-run every object of ``documents`` (file shown, its documents) at ``versions``;
-    the outcome and the status line for the report."""
+    the outcome and the status line for the report (``where``: the tree, as shown)."""
     started = time.perf_counter()
     pins = pinfile.load()
     objects = items(documents)
@@ -288,7 +288,7 @@ def run(
     findings: list[Finding] = []
     if not_ok:
         findings.append(
-            Finding("", "", "", "", f"kube-apiserver {pin} emulates 1.{minor - EMULATED_BACK} "
+            Finding(where, "", "", "", f"kube-apiserver {pin} emulates 1.{minor - EMULATED_BACK} "
                     f"to 1.{minor}; not dry-run at {', '.join(not_ok)}", TOOL, severity=WARNING)
         )  # fmt: skip
     if ok and objects:
@@ -310,12 +310,12 @@ def gate_step(setup: Any, display: Callable[[str], str]) -> tuple[Outcome, str]:
     if absent := missing():
         hint = tools.install_hint(APISERVER)
         status = f"not installed ({', '.join(absent)}), objects not dry-run (install: {hint})"
-        warning = Finding("", "", "", "", f"--apiserver asked, but {status}", TOOL,
-                          severity=WARNING)  # fmt: skip
+        warning = Finding(setup.shown_root or ".", "", "", "", f"--apiserver asked, but {status}",
+                          TOOL, severity=WARNING)  # fmt: skip
         return Outcome((), (warning,), 0.0), status
     documents = []
     for rel in setup.manifests:
         docs = setup.memo.parsed_documents(rel)
         if not isinstance(docs, str):  # unreadable: the other validators say so
             documents.append((display(rel), docs))
-    return run(documents, setup.versions)
+    return run(documents, setup.versions, setup.shown_root or ".")
