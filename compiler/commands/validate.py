@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Run kubeconform over every manifest for each Kubernetes version, promtool check "
             "rules on every PrometheusRule, pint if installed, and promtool test rules on "
-            "every tests/*.test.yaml. Exit 1 on any finding."
+            "every tests/*.test.yaml; with --apiserver, also server-side dry-run every object "
+            "on a throwaway local kube-apiserver. Exit 1 on any finding."
         ),
     )
     parser.add_argument(
