@@ -156,7 +156,8 @@ class Session:
         deadline = time.monotonic() + READY_WAIT
         while time.monotonic() < deadline:
             reply = self.server.request("GET", f"{_CRD_API}/{crd['metadata']['name']}")
-            conditions = (reply.body.get("status") or {}).get("conditions") or []
+            body = reply.body if isinstance(reply.body, dict) else {}
+            conditions = (body.get("status") or {}).get("conditions") or []
             established = any(
                 c.get("type") == "Established" and c.get("status") == "True" for c in conditions
             )

@@ -114,6 +114,12 @@ class ApiServer:
             self._local.conn = conn
         return conn
 
+    def _drop(self) -> None:
+        conn: http.client.HTTPSConnection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+        self._local.conn = None
+
     def request(
         self, method: str, path: str, body: Any = None, content_type: str = "application/json"
     ) -> Response:
@@ -123,14 +129,13 @@ class ApiServer:
         if data is not None:
             headers["Content-Type"] = content_type
         for attempt in (1, 2):  # a kept-alive connection the server closed: once more
-            conn = self._connection()
             try:
+                conn = self._connection()
                 conn.request(method, path, body=data, headers=headers)
                 reply = conn.getresponse()
                 raw = reply.read()
-            except (http.client.HTTPException, OSError) as exc:
-                conn.close()
-                self._local.conn = None
+            except (http.client.HTTPException, OSError) as exc:  # ssl.SSLError included
+                self._drop()
                 if attempt == 2:
                     raise ToolFailed(
                         f"kube-apiserver (emulating {self.version}) did not answer "
