@@ -62,16 +62,18 @@ def _generation(args: list[str]) -> int:
     return int(args[args.index("--generation") + 1])
 
 
-def _job_pattern(session: Session, namespace: str) -> re.Pattern[str]:
-    """WeightSyncJobFailed's job_name pattern, from the PrometheusRule the server holds."""
+def _job_patterns(session: Session, namespace: str) -> list[re.Pattern[str]]:
+    """WeightSyncJobFailed's job_name patterns (its matcher's, and the one that reads the
+    tier), from the PrometheusRule the server holds."""
     rules = cluster.get(
         session.server, f"/apis/monitoring.coreos.com/v1/namespaces/{namespace}/prometheusrules"
     )
     (rule,) = rules["items"]
     (alert,) = [r for g in rule["spec"]["groups"] for r in g["rules"]
                 if r.get("alert") == "WeightSyncJobFailed"]  # fmt: skip
-    (pattern,) = set(re.findall(r'kube_job_failed\{[^}]*job_name=~"([^"]+)"', alert["expr"]))
-    return re.compile(pattern)
+    (matched,) = set(re.findall(r'kube_job_failed\{[^}]*job_name=~"([^"]+)"', alert["expr"]))
+    tiers = set(re.findall(r'"tier", "\$1", "job_name", "([^"]+)"', alert["expr"]))
+    return [re.compile(p) for p in (matched, *sorted(tiers))]
 
 
 @pytest.fixture
@@ -107,11 +109,13 @@ def test_a_new_generation_of_hook_jobs_applies_beside_the_old(
     )
     assert account["metadata"]["annotations"]["standbyc.dev/model-generation"] == "43"
     # WeightSyncJobFailed sees a failed run of either generation, with its tier
-    pattern = _job_pattern(session, ns)
+    patterns = _job_patterns(session, ns)
+    assert len(patterns) == 2
     for generation, names in by_generation.items():
         for tier, name in names.items():
-            match = pattern.fullmatch(name)
-            assert match is not None and match.group(1) == tier, (generation, name)
+            for pattern in patterns:
+                match = pattern.fullmatch(name)
+                assert match is not None and match.group(1) == tier, (generation, name)
 
     # The reason: the N+1 Job under the N Job's name is refused, spec.template immutable.
     new_hot = next(i.obj for i in after if i.kind == "Job" and i.name == by_generation[43]["hot"])
@@ -139,7 +143,7 @@ def test_a_new_generation_updates_the_cronjobs_in_place(session: Session, tmp_pa
         assert _generation(_args(pod)) == 43
     assert cluster.get(session.server, f"/apis/batch/v1/namespaces/{ns}/jobs")["items"] == []
     # a run of any of them is a Job WeightSyncJobFailed sees, with its tier
-    pattern = _job_pattern(session, ns)
+    (pattern,) = _job_patterns(session, ns)
     for cronjob in syncs:
         run = f"{cronjob['metadata']['name']}-29400000"
         match = pattern.fullmatch(run)

@@ -54,7 +54,11 @@ def build(ctx: Context) -> Alert | None:
             ")\n"
         )
     else:
-        expr += _superseded(ctx.ns, job_re)
+        # The tier from a Job's name, past the spec's name: the series are already this
+        # spec's, and a pattern without the name lets specs that differ only in names share
+        # one run of this test (compiler/reuse/identity.py).
+        tier_re = ".*" + job_re.removeprefix(ctx.plan.names.spec)
+        expr += _superseded(ctx.ns, job_re, tier_re)
     alert = Alert(
         name="WeightSyncJobFailed",
         expr=expr,
@@ -139,15 +143,15 @@ def _exporter_restart(
 CREATED_S = 60  # when the tests' failed Job was created (seconds into the test)
 
 
-def _superseded(ns: str, job_re: str) -> str:
+def _superseded(ns: str, job_re: str, tier_re: str) -> str:
     """``unless`` a Job of the same tier, created after the failed one, has succeeded."""
     jobs = selector({"namespace": ns}, {"job_name": job_re})
     created = f"max by (namespace, job_name) (kube_job_created{jobs})"
     complete = selector({"namespace": ns, "condition": "true"}, {"job_name": job_re})
 
     def tier(vector: str) -> str:
-        # job_re's first group is the tier
-        return f'label_replace({vector}, "tier", "$1", "job_name", "{job_re}")'
+        # tier_re's first group is the tier
+        return f'label_replace({vector}, "tier", "$1", "job_name", "{tier_re}")'
 
     return (
         f"{SUPERSEDED}\n"
