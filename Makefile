@@ -30,7 +30,8 @@ install: $(STAMP)
 validators: install
 	PYTHON=$(PY) bash scripts/install-tools.sh --validators-only
 
-## tools: the validators, the Kyverno CLI, and the servers and tools the tests run (idempotent)
+## tools: the validators, the Kyverno CLI, kube-apiserver and etcd, and the servers and tools
+## the tests run (idempotent)
 tools: install
 	PYTHON=$(PY) bash scripts/install-tools.sh
 
@@ -59,7 +60,8 @@ lint: install
 	$(BIN)/ruff format --check compiler tests bench
 	$(BIN)/mypy
 
-## bench: compile + validation timings, weight deltas versus the seed scheme and rsync,
+## bench: compile + validation timings (and the gate with and without --apiserver), weight
+## deltas versus the seed scheme and rsync,
 ## publish + sync end to end through nginx versus a full copy, the seed scheme and TRL's format,
 ## a model directory: its sync against the file sync of a baseline revision; per engine API, a
 ## tier of three engine pods from "published" to "every pod serves it", in waves and all at
@@ -72,6 +74,7 @@ bench: tools $(TORCH_STAMP)
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
 	$(PY) bench/reuse_bench.py
+	$(PY) bench/apiserver_bench.py
 	$(PY) bench/weights_bench.py
 	$(PY) bench/sync_bench.py
 	$(PY) bench/model_dir_bench.py

@@ -131,6 +131,7 @@ class _Run:
     kube_versions: Sequence[str] | None
     strict_asked: bool
     display_root: str
+    apiserver: bool | None = None  # the gate's API server dry-run (None: STANDBYC_APISERVER)
     current: outdir.Contents = field(default_factory=lambda: outdir.Contents({}, []))
     specs: tuple[pipeline.CompiledSpec, ...] = ()
     files: dict[str, str] = field(default_factory=dict)
@@ -177,6 +178,7 @@ class _Run:
             kube_versions=self.kube_versions or kube_versions_of(self.specs),
             display_root=self.display_root,
             only=only,
+            apiserver=self.apiserver,
             # The tree staged (or found unchanged) holds these texts: read them from here.
             known={r: t for r, t in self.files.items() if r not in fresh},
             # What those texts read back as: each was checked to be its object (serialize).
@@ -221,6 +223,7 @@ def compile_tree(
     kube_versions: Sequence[str] | None = None,
     write: bool = True,
     strict: bool = False,
+    apiserver: bool | None = None,
 ) -> Result:
     """Compile the specs in ``paths`` (default ``specs/``) into ``out``.
 
@@ -233,7 +236,7 @@ def compile_tree(
     discovery = pipeline.discover_specs(roots)
     run = _Run(
         discovery.specs, Renderer(templates), out.resolve().parent, kube_versions, strict,
-        out.as_posix(),
+        out.as_posix(), apiserver,
     )  # fmt: skip
     t0 = time.perf_counter()
     written = False
@@ -260,6 +263,7 @@ def compile_objects(
     kube_versions: Sequence[str] | None = None,
     strict: bool = False,
     part: str = "all",
+    apiserver: bool | None = None,
 ) -> Result:
     """Compile the specs in ``paths`` on their own, with no ``out/``: nothing on disk is
     read or kept, and the result's objects are what ``stream`` prints (``part`` of them).
@@ -269,7 +273,7 @@ def compile_objects(
     discovery = pipeline.discover_specs(roots)
     run = _Run(
         discovery.specs, Renderer(templates), Path.cwd(), kube_versions, strict,
-        STREAM_ROOT.as_posix(), part=part,
+        STREAM_ROOT.as_posix(), apiserver, part=part,
     )  # fmt: skip
     t0 = time.perf_counter()
     try:

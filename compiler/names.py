@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the weight-sync image imports this module without pydantic
     from compiler.spec import StandbySpec
@@ -30,6 +32,17 @@ WEIGHTS_WANTED = "standbyc:weights_generation:wanted"
 SYNC_JOB = "standbyc-weight-sync"
 # The namespace generated tests (promtool, kyverno) put objects in that must never match.
 TEST_OTHER_NAMESPACE = "standbyc-test-other"
+# Hex digits of a weight-sync Job's spec at the end of its name: 24 bits tell one spec of a
+# tier from the next (a Job name has 63 characters, and with six the longest spec name a
+# Job allows, 39, is still past the 38 of the default weight-report CronJob).
+DIGEST_CHARS = 6
+
+
+def spec_digest(spec: Any) -> str:
+    """The first DIGEST_CHARS hex digits of the SHA-256 of a Job's spec (canonical JSON):
+    what names a weight-sync Job after its spec (``compiler.render.weight_sync``)."""
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
 
 
 @dataclass(frozen=True)
@@ -52,7 +65,8 @@ class Names:
         return f"{self.spec}-{tier}-engines"
 
     def weight_sync(self, tier: str) -> str:
-        """The weight-sync Job (or CronJob) of one tier; ``""`` gives the common prefix."""
+        """The weight-sync CronJob of one tier, or what its Job's name starts with (the Job
+        adds its spec's digest: ``compiler.render.weight_sync``); ``""``: the common prefix."""
         return f"{self.weight_sync_account}-{tier}"
 
 

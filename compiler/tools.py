@@ -7,8 +7,11 @@ always argv lists; nothing goes through a shell.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -27,6 +30,8 @@ INSTALL_HINTS: dict[str, str] = {
     "promtool": _VALIDATOR_HINT,
     "pint": _VALIDATOR_HINT,
     "kubectl-kyverno": "standbyc tools install --optional (the Kyverno CLI; a long build)",
+    "kube-apiserver": "standbyc tools install --optional (kube-apiserver and etcd; a long build)",
+    "etcd": "standbyc tools install --optional (kube-apiserver and etcd; a long build)",
     "pushgateway": "standbyc tools install --test-servers",
     "versitygw": "standbyc tools install --test-servers",
     "rsync": "apt-get install rsync",
@@ -131,3 +136,27 @@ def run(
     if proc.returncode not in ok_codes:
         raise ToolFailed(f"{name} failed\n{result.describe()}")
     return result
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec
+    # Linux: the server gets SIGTERM when the thread that started it ends, so a killed
+    # standbyc (or test worker) leaves no server behind.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start(name: str, args: Sequence[str], *, log: Path) -> subprocess.Popen[bytes]:
+    """Start tool ``name`` as a server, its output to ``log``; the caller stops it. It is
+    tied to the calling thread: start it from the thread that will stop it."""
+    binary = require(name)
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(binary), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only sets the parent-death signal
+        )

@@ -10,7 +10,8 @@
 #   scripts/install-tools.sh                     # everything
 #   PYTHON=.venv/bin/python scripts/install-tools.sh
 #   scripts/install-tools.sh --validators-only   # what compile validates with: no Kyverno CLI, no
-#                                                # test servers (make demo, the plugin image)
+#                                                # kube-apiserver and etcd, no test servers
+#                                                # (make demo, the plugin image)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

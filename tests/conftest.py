@@ -13,6 +13,8 @@ import pytest
 from hypothesis import settings
 
 from compiler.cli import main
+from compiler.gate.controlplane import ControlPlane
+from tests import cluster
 
 # Property tests take their example counts from a profile: a small one for every run
 # (`make test`), a large one for `make fuzz` (pytest --hypothesis-profile=fuzz).
@@ -101,3 +103,10 @@ def field_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]
         for i, v in enumerate(node):
             out += field_paths(v, (*prefix, i))
     return out
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """A real etcd and one kube-apiserver per matrix version, for the whole session (each
+    pytest-xdist worker runs its own); missing binaries fail the test, never skip it."""
+    yield from cluster.start()

@@ -118,6 +118,7 @@ def _undone(expr: str) -> list[tuple[str, str]]:
     if "# a later run of the same CronJob succeeded" in expr:
         cut = expr.partition("# a later run of the same CronJob succeeded")[0]
         out.append(("a failed CronJob run pages after later runs succeed", cut))
+    out += _undone_superseded(expr)
     if "# only while kube-state-metrics reports the namespace" in expr:
         # counts ready pods while the exporter restarts or runs without the allowlist
         unguarded = expr.partition("# only while kube-state-metrics reports the namespace")[0]
@@ -134,6 +135,24 @@ def _undone(expr: str) -> list[tuple[str, str]]:
         assert sep, expr
         out.append(("allowlist lost not noticed", unlabelled))
         out.append(("unlabelled pods not noticed", lost + "\n"))
+    return out
+
+
+def _undone_superseded(expr: str) -> list[tuple[str, str]]:
+    """A hook Job's failure, with its end by a later Job of its tier undone or loosened."""
+    mark = "# a later Job of the same tier succeeded"
+    if mark not in expr:
+        return []
+    out = [("a failed Job pages after a later Job of its tier succeeds", expr.partition(mark)[0])]
+    if re.search(r"\((?:hot|warm|cold)\|", expr):  # two tiers or more: any tier's success
+        any_tier = expr.replace(
+            "< on (namespace, tier) group_left ()", "< on (namespace) group_left ()"
+        ).replace("max by (namespace, tier) (", "max by (namespace) (")
+        out.append(("a later Job of another tier ends a failure", any_tier))
+    running = expr.replace(
+        "    and on (namespace, job_name)\n", "    unless on (namespace, job_name)\n"
+    )
+    out.append(("a later Job that has not succeeded ends a failure", running))
     return out
 
 

@@ -171,15 +171,20 @@ def _named(tmp_path: Path, name: str, extra: str = "") -> Run:
 
 
 def test_names_up_to_each_kinds_limit_compile(tmp_path: Path) -> None:
-    """A 46-character name (without a Kyverno policy, 63 at most) and no weight-report
+    """A 39-character name (without a Kyverno policy, 63 at most) and no weight-report
     CronJob: its ConfigMaps (253 allowed) are longer than 63 and are accepted; the cold
-    tier's Job is 63, at its limit. With the CronJob, 38 characters: it is 52, at its."""
-    name = "e" * 46
+    tier's Job, named with its spec's digest, is 63, at its limit. With the CronJob, 38
+    characters: it is 52, at its."""
+    name = "e" * 39
     result = _named(tmp_path, name, "  weightSync: {report: {schedule: null}}\n")
     assert result.code == 0, result.err
     written = {p.name for p in (tmp_path / "out" / "n" / name).iterdir()}
     assert f"configmap-{name}-grpc-channel-args.yaml" in written
     assert f"job-{name}-weight-sync-cold.yaml" in written
+    job = yaml.safe_load(
+        (tmp_path / "out" / "n" / name / f"job-{name}-weight-sync-cold.yaml").read_text()
+    )
+    assert len(job["metadata"]["name"]) == 63
     assert not any(w.startswith("cronjob-") for w in written)
     name = "e" * 38
     result = _named(tmp_path, name)

@@ -4,6 +4,11 @@ With the schedule trigger a CronJob keeps its failed Jobs in its history
 (``failedJobsHistoryLimit``) after later runs succeed: a failed Job counts only while no
 later run of its CronJob has succeeded (kube-state-metrics'
 ``kube_cronjob_status_last_successful_time`` against the failed Job's ``kube_job_created``).
+
+With the Argo CD hook, each Job is named after its spec (``compiler.render.weight_sync``),
+so a new generation is a new Job beside the old one: a failed Job counts only while no Job
+of its tier created after it has succeeded (``kube_job_complete``). A Job of an earlier
+standbyc, named without the digest, counts the same way.
 """
 
 from __future__ import annotations
@@ -21,9 +26,13 @@ from compiler.alerts.base import (
     one_of,
     selector,
 )
+from compiler.names import DIGEST_CHARS
 
 KEY = "weightSyncFailed"  # its settings in the spec: alerts.weightSyncFailed
 RATE = False
+# Hook Jobs in the tests: the failed one, and a later one of the same tier.
+DIGESTS = ("1a2b3c", "5e6f7a")
+SUPERSEDED = "# a later Job of the same tier succeeded: this failure is history"
 
 
 def build(ctx: Context) -> Alert | None:
@@ -33,8 +42,9 @@ def build(ctx: Context) -> Alert | None:
     cfg = ctx.plan.alerts.weight_sync_failed
     scheduled = ctx.plan.sync.scheduled
     prefix = ctx.plan.names.weight_sync("")
-    # A CronJob's Jobs are named <cronjob>-<scheduled time in minutes>.
-    suffix = "(-[0-9]+)?" if scheduled else ""
+    # A CronJob's Jobs are named <cronjob>-<scheduled time in minutes>, a hook's Jobs
+    # <prefix><tier>-<digest of its spec>.
+    suffix = "(-[0-9]+)?" if scheduled else f"(-[0-9a-f]{{{DIGEST_CHARS}}})?"
     job_re = f"{prefix}{one_of(sync_tiers)}{suffix}"
     sel = selector({"namespace": ctx.ns, "condition": "true"}, {"job_name": job_re})
     expr = f"max by (namespace, job_name) (kube_job_failed{sel}) > 0\n"
@@ -52,6 +62,14 @@ def build(ctx: Context) -> Alert | None:
             f"(kube_cronjob_status_last_successful_time{cronjobs})\n"
             ")\n"
         )
+    else:
+        # The tier from a Job's name, past the spec's name: the series are already this
+        # spec's, and a pattern without the name lets specs that differ only in names share
+        # one run of this test (compiler/reuse/identity.py).
+        # Its one group is the tier, even for one tier (label_replace takes $1).
+        tiers = "(" + "|".join(sync_tiers) + ")"
+        tier_re = ".*" + prefix.removeprefix(ctx.plan.names.spec) + tiers + suffix
+        expr += _superseded(ctx.ns, job_re, tier_re)
     alert = Alert(
         name="WeightSyncJobFailed",
         expr=expr,
@@ -67,7 +85,7 @@ def build(ctx: Context) -> Alert | None:
     )
     timeline = ctx.timeline(0, cfg.for_)
     steps = timeline.steps
-    ours = prefix + sync_tiers[0] + ("-29400000" if scheduled else "")
+    ours = prefix + sync_tiers[0] + ("-29400000" if scheduled else f"-{DIGESTS[0]}")
 
     def job(name: str, condition: str, value: int, namespace: str | None = None) -> list[Series]:
         labels = {"namespace": namespace or ctx.ns, "job_name": name, "condition": condition}
@@ -95,6 +113,8 @@ def build(ctx: Context) -> Alert | None:
     )
     if scheduled:
         alert.cases.append(_later_success(ctx, alert, ours, job, timeline))
+    else:
+        alert.cases.append(_later_job(ctx, alert, ours, job, timeline))
     alert.cases.append(_exporter_restart(ctx, alert, ours, job(ours, "true", 1), timeline))
     return alert
 
@@ -134,17 +154,41 @@ def _exporter_restart(
 CREATED_S = 60  # when the tests' failed Job was created (seconds into the test)
 
 
+def _superseded(ns: str, job_re: str, tier_re: str) -> str:
+    """``unless`` a Job of the same tier, created after the failed one, has succeeded."""
+    jobs = selector({"namespace": ns}, {"job_name": job_re})
+    created = f"max by (namespace, job_name) (kube_job_created{jobs})"
+    complete = selector({"namespace": ns, "condition": "true"}, {"job_name": job_re})
+
+    def tier(vector: str) -> str:
+        # tier_re's first group is the tier
+        return f'label_replace({vector}, "tier", "$1", "job_name", "{tier_re}")'
+
+    return (
+        f"{SUPERSEDED}\n"
+        "unless on (namespace, job_name)\n"
+        "(\n"
+        f"  {tier(created)}\n"
+        "  < on (namespace, tier) group_left ()\n"
+        "  max by (namespace, tier) (\n"
+        f"    {tier(created)}\n"
+        "    and on (namespace, job_name)\n"
+        f"    (max by (namespace, job_name) (kube_job_complete{complete}) > 0)\n"
+        "  )\n"
+        ")\n"
+    )
+
+
 def _history(ctx: Context, job_name: str, steps: int, success_at: int | None) -> list[Series]:
-    """A CronJob's Job as kube-state-metrics exports it (its creation time), and the
-    CronJob's last successful run: from the ``success_at``-th sample (None: never)."""
-    if not ctx.plan.sync.scheduled:
-        return []
-    cronjob = job_name.rsplit("-", 1)[0]
+    """The Job as kube-state-metrics exports it (its creation time) and, for a CronJob's
+    Job, the CronJob's last successful run: from the ``success_at``-th sample (None:
+    never)."""
     created = ctx.ksm_series(
         "kube_job_created", {"namespace": ctx.ns, "job_name": job_name}, f"{CREATED_S}x{steps}"
     )
-    if success_at is None:
+    if not ctx.plan.sync.scheduled or success_at is None:
         return created
+    cronjob = job_name.rsplit("-", 1)[0]
     success_s = success_at * ctx.scrape_ms // 1000
     values = f"_x{success_at} {success_s}x{steps - success_at}"
     return created + ctx.ksm_series(
@@ -172,6 +216,48 @@ def _later_success(ctx: Context, alert: Alert, ours: str, job: Any, timeline: An
         series,
         [
             Expect(timeline.fire, [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})]),
+            Expect(resolved, []),
+            Expect(resolved + 10 * ctx.eval_ms, []),
+        ],
+    )
+
+
+def _later_job(ctx: Context, alert: Alert, ours: str, job: Any, timeline: Any) -> Case:
+    """A Job for a new generation (a new name) starts after ours failed: the alert keeps
+    firing while it runs, and while only another tier's later Job has succeeded; it
+    resolves once the later Job of its own tier succeeds, and stays resolved."""
+    steps = 4 * timeline.steps
+    created_at = timeline.fire // ctx.scrape_ms + 2  # samples
+    success_at = created_at + 4
+    sync_tiers = [t.name for t in ctx.plan.sync.tiers]
+    later = ours.removesuffix(DIGESTS[0]) + DIGESTS[1]
+
+    def created(name: str, at: int) -> list[Series]:
+        values = f"_x{at} {at * ctx.scrape_ms // 1000}x{steps - at}"
+        return ctx.ksm_series("kube_job_created", {"namespace": ctx.ns, "job_name": name}, values)
+
+    def complete(name: str, at: int) -> list[Series]:
+        labels = {"namespace": ctx.ns, "job_name": name, "condition": "true"}
+        return ctx.ksm_series("kube_job_complete", labels, f"0x{at} 1x{steps - at}")
+
+    series = [
+        *[Series(s.series, s.values.replace(f"x{timeline.steps}", f"x{steps}"))
+          for s in [*job(ours, "true", 1), *_history(ctx, ours, timeline.steps, None)]],
+        *created(later, created_at),
+        *complete(later, success_at),
+    ]  # fmt: skip
+    if len(sync_tiers) > 1:  # another tier's new Job, which succeeds at once
+        other = ctx.plan.names.weight_sync(sync_tiers[1]) + f"-{DIGESTS[1]}"
+        series += [*created(other, created_at), *complete(other, created_at)]
+    firing = [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})]
+    resolved = ctx.grid(success_at * ctx.scrape_ms + ctx.eval_ms)
+    return Case(
+        "WeightSyncJobFailed keeps firing while a later Job of its tier runs and resolves "
+        "when it succeeds",
+        series,
+        [
+            Expect(timeline.fire, firing),
+            Expect(ctx.grid((success_at - 1) * ctx.scrape_ms), firing),
             Expect(resolved, []),
             Expect(resolved + 10 * ctx.eval_ms, []),
         ],

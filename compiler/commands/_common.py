@@ -31,6 +31,17 @@ def add_compile_options(parser: argparse.ArgumentParser) -> None:
     add_format_option(parser)
 
 
+def add_apiserver_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--apiserver",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also server-side dry-run every object on a throwaway local kube-apiserver, at "
+        "each Kubernetes version (default: STANDBYC_APISERVER=on turns it on; needs "
+        "`standbyc tools install --optional`)",
+    )
+
+
 @dataclass(frozen=True)
 class Rerun:
     """A command's answer meaning: run this standbyc command line instead (the Argo CD

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from compiler import units
-from compiler.commands._common import add_compile_options
+from compiler.commands._common import add_apiserver_option, add_compile_options
 from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="Kubernetes version to validate against (repeatable; default: the specs' "
         "validation.kubernetesVersions, else the matrix)",
     )
+    add_apiserver_option(parser)
     parser.add_argument(
         "--strict",
         action="store_true",
@@ -211,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
         "templates": args.templates,
         "kube_versions": args.kube_version,
         "strict": args.strict,
+        "apiserver": args.apiserver,
     }
     if not args.stdout:
         if args.part != "all":

@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--optional",
         action="store_true",
         help="also the optional validators: the Kyverno CLI, which runs each ClusterPolicy's "
-        "generated `kyverno test` (a build of several minutes)",
+        "generated `kyverno test` (a build of several minutes), and kube-apiserver and etcd, "
+        "which `validate --apiserver` runs (a build of about 17 minutes)",
     )
     parser.add_argument(
         "--no-schemas", action="store_true", help="do not build the offline schema directory"

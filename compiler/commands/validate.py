@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compiler.commands._common import add_apiserver_option
 from compiler.errors import EXIT_FAILED, EXIT_OK, UsageError
 from compiler.output import add_format_option, emit
 
@@ -21,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Run kubeconform over every manifest for each Kubernetes version, promtool check "
             "rules on every PrometheusRule, pint if installed, and promtool test rules on "
-            "every tests/*.test.yaml. Exit 1 on any finding."
+            "every tests/*.test.yaml; with --apiserver, also server-side dry-run every object "
+            "on a throwaway local kube-apiserver. Exit 1 on any finding."
         ),
     )
     parser.add_argument(
@@ -34,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="Kubernetes version to validate against, e.g. 1.31 (repeatable; default: the matrix)",
     )
     parser.add_argument("--schema-dir", type=Path, help="offline schema directory")
+    add_apiserver_option(parser)
     add_format_option(parser)
     parser.add_argument(
         "--changed",
@@ -95,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         schema_dir=args.schema_dir,
         display_root=args.dir.rstrip("/") or ".",
         only=only,
+        apiserver=args.apiserver,
     )
     return emit(ValidateOutcome(report), args.format)
 

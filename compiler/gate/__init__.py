@@ -21,8 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from compiler import tools, yamlio
-from compiler.gate import kubeconform, kyverno, pint, promtool, schemas
+from compiler import tools
+from compiler.gate import apiserver as dryrun
+from compiler.gate import copies, kubeconform, kyverno, pint, promtool, schemas
 from compiler.gate.files import unreadable
 from compiler.gate.report import WARNING, FileResult, Finding, Report, VersionResult
 from compiler.gate.schemas import SchemasMissing, default_schema_dir
@@ -158,110 +159,6 @@ def _rule_docs(docs: Sequence[Any]) -> list[tuple[str, list[Any] | None]]:
     return out
 
 
-def _stale_test_rules(
-    root: Path,
-    sources: Sequence[promtool.RuleSource],
-    display: Callable[[str], str],
-    memo: verdicts.GateMemo,
-) -> list[Finding]:
-    """The unit tests load copies of the PrometheusRule's groups from ``tests/*.rules.yaml``
-    beside it (one copy of the group per alert, or one of all of it). Every rule in a copy
-    must be the deployed rule, and every deployed rule must have a copy; otherwise the tests
-    prove nothing about what is deployed."""
-    findings: list[Finding] = []
-    listed: dict[Path, list[str]] = {}  # directory -> its copies (relative to root)
-    copies: dict[Path, list[tuple[str, Any]]] = {}  # directory -> (file, parsed copy)
-    for src in sources:
-        tests_dir = Path(src.rel_file).parent / "tests"
-        if tests_dir not in listed:
-            found = (root / tests_dir).glob("*.rules.yaml")
-            listed[tests_dir] = sorted((tests_dir / p.name).as_posix() for p in found)
-        agreed = memo.copies_key(src.groups, listed[tests_dir])
-        if memo.agreed(agreed):
-            continue  # these exact bytes were found in agreement before (not a tool's pass)
-        before = len(findings)
-        if tests_dir not in copies:
-            copies[tests_dir] = []
-            for copy_rel in listed[tests_dir]:
-                try:
-                    docs = yamlio.read_back(memo.read(copy_rel).decode())
-                    data: Any = docs[0] if len(docs) == 1 else {}
-                except Exception as exc:  # promtool test rules reports the YAML error in full
-                    data = {"error": str(exc)}
-                copies[tests_dir].append((copy_rel, data))
-        deployed = {g.get("name"): g for g in src.groups if isinstance(g, dict)}
-        covered: set[tuple[str, int]] = set()
-        mine = differs = 0
-        for copy_rel, data in copies[tests_dir]:
-            groups = data.get("groups") if isinstance(data, dict) else None
-            names = [g.get("name") for g in groups or [] if isinstance(g, dict)]
-            if not any(n in deployed for n in names):
-                continue  # a copy of another PrometheusRule in this directory
-            mine += 1
-            if not _is_copy_of(groups or [], deployed, covered):
-                differs += 1
-                findings.append(
-                    _stale(
-                        display(copy_rel),
-                        src,
-                        "/groups",
-                        f"differs from spec.groups of {src.display_file}; the unit tests "
-                        "would test a stale copy of the rules (recompile)",
-                    )
-                )
-        if mine and not differs:  # else no unit tests, or a stale copy said so
-            _uncovered(src, deployed, covered, display, findings)
-        if len(findings) == before:
-            memo.remember(agreed)
-    return findings
-
-
-def _uncovered(
-    src: promtool.RuleSource,
-    deployed: dict[Any, Any],
-    covered: set[tuple[str, int]],
-    display: Callable[[str], str],
-    findings: list[Finding],
-) -> None:
-    """A finding for every deployed rule that no copy under tests/ holds."""
-    for gi, (name, group) in enumerate(deployed.items()):
-        for i, rule in enumerate(group.get("rules") or []):
-            if (str(name), i) not in covered:
-                rule_name = rule.get("alert") or rule.get("record")
-                findings.append(
-                    _stale(
-                        display(src.rel_file),
-                        src,
-                        f"/spec/groups/{gi}/rules/{i}",
-                        f"no copy under tests/ holds {rule_name!r}: no unit test covers "
-                        "it (recompile)",
-                    )
-                )
-
-
-def _is_copy_of(groups: list[Any], deployed: dict[Any, Any], covered: set[tuple[str, int]]) -> bool:
-    """Whether every group in a copy is the deployed group of that name with some of its
-    rules (noting which ones in ``covered``)."""
-    for group in groups:
-        if not isinstance(group, dict) or group.get("name") not in deployed:
-            return False
-        real = deployed[group["name"]]
-        if {k: v for k, v in group.items() if k != "rules"} != {
-            k: v for k, v in real.items() if k != "rules"
-        }:
-            return False
-        real_rules = real.get("rules") or []
-        for rule in group.get("rules") or []:
-            if rule not in real_rules:
-                return False
-            covered.add((str(group["name"]), real_rules.index(rule)))
-    return True
-
-
-def _stale(file: str, src: promtool.RuleSource, pointer: str, message: str) -> Finding:
-    return Finding(file, "PrometheusRule", src.name, pointer, message, "standbyc")
-
-
 def _merge_versions(findings: Sequence[Finding]) -> list[Finding]:
     """One finding per problem, listing the Kubernetes versions that reported it."""
     merged: dict[tuple[str, str, str, str, str], list[str]] = {}
@@ -291,6 +188,7 @@ def run_gate(
     only: Sequence[str] | None = None,
     known: Mapping[str, str] | None = None,
     parsed: Mapping[str, Sequence[Any]] | None = None,
+    apiserver: bool | None = None,
 ) -> Report:
     """Validate every manifest, PrometheusRule and promtool unit test under ``root``.
 
@@ -298,7 +196,9 @@ def run_gate(
     ``root``; see ``spec_prefixes``), so a pre-commit run over one changed spec stays fast.
     ``known``: texts of files under ``root`` the caller has just written or read, exactly
     as they are on disk; they are not read again. ``parsed``: the documents some of those
-    texts read back as (``yamlio.read_back``); they are not parsed again.
+    texts read back as (``yamlio.read_back``); they are not parsed again. ``apiserver``:
+    also dry-run every object on a real kube-apiserver (``compiler.gate.apiserver``; None:
+    as ``STANDBYC_APISERVER`` says).
 
     Raises ``ToolMissing`` when kubeconform or promtool is absent (pint is optional) and
     ``SchemasMissing`` when the offline schemas are absent and cannot be built offline.
@@ -315,13 +215,16 @@ def run_gate(
     tools.require("promtool")
     have_pint = tools.find("pint") is not None
     have_kyverno = tools.find(kyverno.TOOL) is not None
+    use_apiserver = dryrun.asked(apiserver)
     sd = schemas.ensure(schema_dir or default_schema_dir(), versions)
 
     # A whole tree's report remembered from a run over the same bytes with the same
     # tools and schemas stands (compiler.reuse); else each file's verdict is looked up.
     memo = verdicts.GateMemo(root, verdicts.schemas_key(sd, versions), known, parsed)
     prefixes = sorted(spec_prefixes(only)) if only is not None else None
-    seen = memo.report_before(prefixes, shown_root, ",".join(versions))
+    seen = memo.report_before(
+        prefixes, shown_root, ",".join(versions), *([dryrun.identity()] if use_apiserver else [])
+    )
     if isinstance(seen, dict):
         try:
             again = Report.from_dict(seen)
@@ -334,7 +237,7 @@ def run_gate(
             return replace(again, reused=reused, tool_seconds={}, wall_seconds=wall)
     manifests, tests, policy_tests, skipped = _targets(root, only)
     setup = _Setup(root, versions, shown_root, sd, manifests, tests, policy_tests,
-                   have_pint, have_kyverno, memo)  # fmt: skip
+                   have_pint, have_kyverno, memo, use_apiserver)  # fmt: skip
     report = _validate(setup, started, cpu_started, children_started)
     if skipped:
         left_out = tuple(
@@ -362,6 +265,7 @@ class _Setup:
     have_pint: bool
     have_kyverno: bool
     memo: verdicts.GateMemo
+    apiserver: bool = False
 
     def display(self, rel: str) -> str:
         return f"{self.shown_root}/{rel}" if self.shown_root else rel
@@ -382,12 +286,20 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         rules=sources,
     )
     waited = 0.0  # time this thread spent blocked on tool processes
-    with tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="standbyc-validate-") as tmp,
+        ThreadPoolExecutor(max_workers=1) as side,
+    ):
+        # The API server, when asked, judges every object beside the other validators.
+        served = side.submit(dryrun.gate_step, setup, display) if setup.apiserver else None
         todo = memo.plan(work, setup.sd, display, setup.policy_shown)
         while not todo.empty() or memo.unplanned():
             ran, seconds = _run_tools(setup, todo, Path(tmp))
             waited += seconds
             todo = memo.settle(ran)
+        t0 = time.perf_counter()
+        dry, dry_status = served.result() if served is not None else (verdicts.EMPTY, "")
+        waited += time.perf_counter() - t0
     ran = memo.results()
     kube_results = [ran.kube[v] for v in setup.versions if v in ran.kube]
     kube_findings = _merge_versions([f for r in kube_results for f in r.findings])
@@ -396,12 +308,14 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         findings += ran.linted.findings
     findings += ran.tests.findings
     findings += ran.policies.findings
-    findings += _stale_test_rules(setup.root, sources, display, memo)
+    findings += _merge_versions(dry.findings)
+    findings += copies.stale_test_rules(setup.root, sources, display, memo)
     tool_seconds = {
         "kubeconform": sum(r.seconds for r in kube_results),
         "promtool": ran.checked.seconds + ran.tests.seconds,
         "pint": ran.linted.seconds if ran.linted else 0.0,
         "kyverno": ran.policies.seconds,
+        **({dryrun.TOOL: dry.seconds} if setup.apiserver else {}),
     }
     return Report(
         root=setup.shown_root or ".",
@@ -414,6 +328,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
         pint=_pint_status(setup.have_pint, sources),
         policy_tests=ran.policies.results,
         kyverno=_kyverno_status(setup.have_kyverno, setup.policy_tests),
+        apiserver=dry_status,
         tool_seconds=tool_seconds,
         tools_wall_seconds=waited,
         reused=memo.reused,

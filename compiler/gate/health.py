@@ -16,6 +16,8 @@ _VERSION_ARGS = {
     "promtool": ["--version"],
     "pint": ["version"],
     "kubectl-kyverno": ["version"],
+    "kube-apiserver": ["--version"],
+    "etcd": ["--version"],
     "go": ["version"],
 }
 _VERSION = re.compile(r"v?(\d+\.\d+(?:\.\d+)?)")

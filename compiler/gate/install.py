@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from compiler.errors import ToolFailed, ToolMissing
+from compiler.gate import wrapper
 from compiler.gate.pins import Pins, ToolPin
 
 GO_HINT = (
@@ -49,6 +50,11 @@ def build(pin: ToolPin, dest: Path, log: Callable[[str], None]) -> bool:
     if (dest / pin.name).is_file() and stamp.is_file() and stamp.read_text().strip() == pin.stamp:
         return False
     go = _go()
+    if pin.wrapped:
+        log(f"go build {pin.path}@{pin.version} through a wrapper module")
+        wrapper.build(pin, dest, go, dict(os.environ))
+        stamp.write_text(pin.stamp + "\n")
+        return True
     env = {**os.environ, "GOBIN": str(dest), "GOFLAGS": "-mod=mod"}
     flags = ["-ldflags", pin.go_ldflags()]
     log(f"go install {pin.path}@{pin.version}")

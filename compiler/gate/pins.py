@@ -22,10 +22,18 @@ class ToolPin:
     release: str | None = None
     fallback_apt: str | None = None
     optional: bool = False  # a long build: `standbyc tools install --optional`
+    # Built through a wrapper module (compiler/gate/wrapper.py): the version each staging
+    # module of the pinned go.mod is replaced with, and/or the call a generated main makes.
+    staging: str | None = None
+    main: str | None = None
 
     @property
     def stamp(self) -> str:
         return f"{self.module}@{self.version}"
+
+    @property
+    def wrapped(self) -> bool:
+        return self.staging is not None or self.main is not None
 
     @property
     def path(self) -> str:

@@ -31,7 +31,8 @@ class Finding:
     name: str
     pointer: str
     message: str
-    tool: str  # kubeconform | promtool-check | promtool-test | pint | kyverno | standbyc
+    tool: str  # kubeconform | promtool-check | promtool-test | pint | kyverno | kube-apiserver
+    # | standbyc
     severity: Severity = "error"
     kube_versions: tuple[str, ...] = ()  # kubeconform only: the versions that reported it
 
@@ -88,6 +89,7 @@ class Report:
     pint: str  # "ran", or why it did not
     policy_tests: tuple[FileResult, ...] = ()  # kyverno test, one per kyverno-test.yaml
     kyverno: str = ""  # "ran", or why it did not
+    apiserver: str = ""  # what the API server dry-run covered ("": not asked)
     tool_seconds: dict[str, float] = field(default_factory=dict)  # summed wall time per tool
     tools_wall_seconds: float = 0.0  # time standbyc sat waiting for the (concurrent) tools
     reused: int = 0  # passes taken from the cache, or from a test that differs only in names
@@ -139,6 +141,8 @@ class Report:
             lines.append(f"  kyverno test: {passed}/{len(self.policy_tests)} policy tests passed")
         elif self.kyverno:
             lines.append(f"  kyverno: {self.kyverno}")
+        if self.apiserver:
+            lines.append(f"  kube-apiserver: {self.apiserver}")
         n_err, n_warn = len(self.errors), len(self.findings) - len(self.errors)
         if self.reused:
             lines.append(
@@ -179,5 +183,6 @@ class Report:
             pint=data["pint"],
             policy_tests=results("policy_tests"),
             kyverno=data.get("kyverno", ""),
+            apiserver=data.get("apiserver", ""),
             reused=data.get("reused", 0),
         )

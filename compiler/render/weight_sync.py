@@ -7,6 +7,15 @@ The tier's standbys share one checkpoint on the ReadWriteMany claim,
 one Job per tier keeps it current: it pulls the cheapest route from the store, at the
 tier's egress limit times ``bandwidthShare``, so a sync never takes the bandwidth the
 tier needs to serve; then it reports the generation held to the Pushgateway.
+
+A Job's ``spec.template`` cannot change once created: ``kubectl apply`` (client or server
+side) refuses a recompiled Job of the same name, and would leave the cluster half updated,
+its rules wanting a generation that no Job brings. So a weight-sync Job is named after
+its spec (``<name>-weight-sync-<tier>-<digest>``): any change (a new generation, image or
+rate) is a new Job, which runs, applied by Argo CD, Flux or ``kubectl apply`` alike. The
+previous Job is kept as the record of its run (WeightSyncJobFailed reads it until a later
+Job of its tier succeeds) until pruned or deleted after ``weightSync.ttlAfterFinished``.
+Its file keeps the tier's name, so a review sees the Job change, not a file renamed.
 """
 
 from __future__ import annotations
@@ -181,7 +190,8 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
     for tier in plan.sync.tiers:
         name = plan.names.weight_sync(tier.name)
         labels = {names.TIER_LABEL: tier.name}
-        context: dict[str, Any] = {"name": name, "job_spec": _job_spec(plan, r, tier)}
+        job_spec = _job_spec(plan, r, tier)
+        context: dict[str, Any] = {"name": name, "job_spec": job_spec}
         # For reviewers of out/: how the standbys see what this Job writes.
         annotations = {
             "standbyc.dev/standbys-mount": f"claim {plan.sync.claim}, subPath {tier.name}, "
@@ -191,9 +201,11 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
             context.update(schedule=trigger.schedule, job_labels={**plan.labels, **labels})
             kind, template = "CronJob", "cronjob.yaml.j2"
         else:
+            # Named after its spec (see the module doc); a CronJob's template may change.
+            context["name"] = f"{name}-{names.spec_digest(job_spec)}"
             annotations |= {
                 "argocd.argoproj.io/hook": trigger.hook,
-                # Job names are fixed, so the previous run is deleted before the next.
+                # A sync at the same spec runs the Job again: Argo CD deletes it first.
                 "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation",
             }
             kind, template = "Job", "job.yaml.j2"

@@ -90,8 +90,16 @@ def test_our_crd_converts_strictly() -> None:
 
 def test_pin_file_is_complete() -> None:
     p = pins.load()
-    assert set(p.tools) == {"kubeconform", "promtool", "pint", "kubectl-kyverno"}
-    assert [n for n, t in p.tools.items() if t.optional] == ["kubectl-kyverno"]
+    assert set(p.tools) == {
+        "kubeconform",
+        "promtool",
+        "pint",
+        "kubectl-kyverno",
+        "kube-apiserver",
+        "etcd",
+    }
+    optional = ["kubectl-kyverno", "kube-apiserver", "etcd"]
+    assert [n for n, t in p.tools.items() if t.optional] == optional
     # The default matrix is the newest three minors the pinned package ships; the prebuilt
     # window, those and the three before them.
     import kubernetes_validate  # noqa: PLC0415
