@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from safetensors.numpy import load_file
 
 from compiler.cli import main
 from compiler.weights.safetensors_io import Checkpoint
+from tests.test_compile_kills import HOOK as KILL_HOOK
 from tests.weights.conftest import Pair, sha256
 
 PAIRS = [
@@ -199,27 +199,43 @@ def test_apply_across_filesystems(pairs: dict[str, Pair], tmp_path: Path) -> Non
         out.unlink(missing_ok=True)
 
 
+def _apply_killed_at(base: Path, delta: Path, stop: int, log: Path) -> int:
+    """``weights apply --in-place``, SIGKILLed at its ``stop``-th file-system step (0: never),
+    its steps written to ``log``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1",
+           "FAULT_ROOT": str(base.parent), "FAULT_AT": str(stop),
+           "FAULT_LOG": str(log)}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", KILL_HOOK, "weights", "apply", str(base),
+                           str(delta), "--in-place"], env=env, capture_output=True, timeout=120,
+                          check=False)  # fmt: skip
+    return proc.returncode
+
+
 def test_killed_apply_leaves_old_or_new(pairs: dict[str, Pair], tmp_path: Path) -> None:
-    """SIGKILL apply --in-place at several moments: BASE is always the old or the new file."""
+    """SIGKILL apply --in-place at each of its file-system steps: BASE is always the old or
+    the new file, and the next apply finishes the job."""
     p = pairs["rl_bf16"]
     delta = tmp_path / "d.delta"
     assert run("weights", "diff", p.old, p.new, "-o", delta) == 0
     old_sha, new_sha = sha256(p.old), sha256(p.new)
+    work = tmp_path / "work"
+    work.mkdir()
+    base, log = work / "base.safetensors", tmp_path / "steps.json"
+    shutil.copyfile(p.old, base)
+    assert _apply_killed_at(base, delta, 0, log) == 0
+    steps = json.loads(log.read_text())
+    assert "os.rename" in steps or "renameat2" in steps, steps
     seen = set()
-    for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0):
-        base = tmp_path / "base.safetensors"
+    for stop in range(1, len(steps) + 1):
         shutil.copyfile(p.old, base)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "compiler", "weights", "apply", str(base), str(delta),
-             "--in-place"], env=dict(os.environ, PYTHONPATH=str(ROOT)),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        time.sleep(delay)  # when to kill, not an assertion about speed
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        assert _apply_killed_at(base, delta, stop, log) == -signal.SIGKILL, (stop, steps)
         got = sha256(base)
-        assert got in (old_sha, new_sha)
+        assert got in (old_sha, new_sha), (stop, steps[stop - 1])
         seen.add(got)
-        for leftover in tmp_path.glob(".base.safetensors.standbyc-tmp-*"):
+        for leftover in work.glob(".base.safetensors.standbyc-tmp-*"):
             leftover.unlink()  # a killed apply may leave its temp file, never a mixed BASE
-    assert new_sha in seen  # the longest delay let at least one apply finish
+    # Killed before the rename, the old file; after it, the new one (never a mix).
+    renamed = max(i for i, s in enumerate(steps, 1) if s in ("os.rename", "renameat2"))
+    assert seen == ({old_sha, new_sha} if renamed < len(steps) else {old_sha})
+    assert _apply_killed_at(base, delta, 0, log) == 0
+    assert sha256(base) == new_sha
