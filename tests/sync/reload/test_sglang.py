@@ -4,6 +4,7 @@ read through its own inference route, not what the Job printed."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -174,3 +175,44 @@ def test_health_blocks_behind_a_load_unless_generation_is_off(
             statuses[pod.address] = exc.code
     job.communicate(timeout=120)
     assert statuses == {blocking.address: 503, safe.address: 200}
+
+
+def test_a_load_longer_than_the_timeout_is_reported_and_ends_the_waves(
+    *, seeds: Seeds, reference: dict[int, Any], nginx: Nginx, compiled: Path, tmp_path: Path,
+    pods: Any,
+) -> None:  # fmt: skip
+    port = free_port()
+    tier = _tier(seeds, nginx, compiled, tmp_path, port=port, addresses=ADDRESSES[:2])
+    _, other = pods("sglang", port, tier.target,
+                       {ADDRESSES[0]: ["--reload-delay", "8"], ADDRESSES[1]: []})  # fmt: skip
+    code, doc, err = tier.run(with_arg(with_arg(tier.cmd, "--reload-timeout", "2"),
+                                       "--expect-pods", "2"))  # fmt: skip
+    assert code == 5, err
+    assert outcomes(doc) == {ADDRESSES[0]: "timed out", ADDRESSES[1]: "not asked"}
+    assert "no whole answer in 2 s" in doc["reload"]["pods"][0]["message"]
+    assert doc["reload"]["seconds"] < 8  # it did not wait for the slow pod
+    assert other.requests("/update_weights_from_disk") == []
+    assert serves(other) == reference[1]
+
+
+def test_a_second_sync_during_a_reload_waits_and_asks_nobody_twice(
+    *, seeds: Seeds, nginx: Nginx, compiled: Path, tmp_path: Path, pods: Any
+) -> None:
+    port = free_port()
+    tier = _tier(seeds, nginx, compiled, tmp_path, port=port)
+    slow = ["--reload-delay", "2"]
+    started = pods("sglang", port, tier.target, dict.fromkeys(ADDRESSES, slow))
+    first = subprocess.Popen(tier.in_cluster(tier.cmd), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not started[0].requests("/update_weights_from_disk"):
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.05)
+    code, doc, err = tier.run()  # while the first is in its waves
+    out, ferr = first.communicate(timeout=120)
+    assert first.returncode == 0, ferr
+    assert set(outcomes(json.loads(out)).values()) == {"loaded"}
+    assert code == 0, err
+    assert doc["status"] == "current"
+    assert outcomes(doc) == dict.fromkeys(ADDRESSES, "current")
+    assert all(len(p.requests("/update_weights_from_disk")) == 1 for p in started)
