@@ -79,15 +79,19 @@ def standbyc(*args: str) -> tuple[dict[str, Any], float]:
     return json.loads(proc.stdout), took
 
 
-def start(engine: str, port: int, model: Path, logs: Path) -> subprocess.Popen[bytes]:
-    argv = [json.dumps(["--host", a, "--port", str(port), "--model-path", str(model), "--log",
-                        str(logs / f"{a}.log"), *(["--model-name", MODEL] if engine == "triton"
-                        else [])]) for a in PODS]  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", f"tests.sync.engines.{engine}", *argv],
-                            cwd=ROOT, env={**os.environ, "VLLM_SERVER_DEV_MODE": "1"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 300
+def start(engine: str, port: int, model: Path, logs: Path) -> list[subprocess.Popen[bytes]]:
+    """Three pods, a process each (as three engine containers would load at once)."""
+    procs = []
     for a in PODS:
+        named = ["--model-name", MODEL] if engine == "triton" else []
+        argv = ["--host", a, "--port", str(port), "--model-path", str(model), "--log",
+                str(logs / f"{a}.log"), *named]  # fmt: skip
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", f"tests.sync.engines.{engine}", json.dumps(argv)], cwd=ROOT,
+            env={**os.environ, "VLLM_SERVER_DEV_MODE": "1"}, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL))  # fmt: skip
+    deadline = time.monotonic() + 300
+    for a, proc in zip(PODS, procs, strict=True):
         while True:
             try:
                 urllib.request.urlopen(f"http://{a}:{port}{READY[engine]}", timeout=2).close()
@@ -96,7 +100,7 @@ def start(engine: str, port: int, model: Path, logs: Path) -> subprocess.Popen[b
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise SystemExit(f"{engine} pods did not start") from None
                 time.sleep(0.2)
-    return proc
+    return procs
 
 
 def outages(way: str, logs: Path) -> tuple[float, float]:
@@ -158,8 +162,9 @@ def one_run(way: str, at_once: int, gens: dict[int, Path], work: Path) -> dict[s
             )  # fmt: skip
             wall = time.perf_counter() - t0
         finally:
-            pods.terminate()
-            pods.wait(timeout=30)
+            for pod in pods:
+                pod.terminate()
+                pod.wait(timeout=30)
     finally:
         nginx.stop()
     doc = json.loads(proc.stdout)
