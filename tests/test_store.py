@@ -4,6 +4,7 @@ is a miss."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -14,8 +15,10 @@ import pytest
 
 from compiler import outdir, pipeline
 from compiler.api import compile_tree
+from compiler.gate.schemas import MANIFEST, SchemaDir
 from compiler.render.base import packaged_templates
 from compiler.reuse import store
+from compiler.reuse.verdicts import schemas_key
 from tests.conftest import REPO, tree
 
 
@@ -296,3 +299,29 @@ def test_the_code_digest_holds_the_library_versions(monkeypatch: pytest.MonkeyPa
         monkeypatch.undo()
     store.code_digest.cache_clear()
     assert store.code_digest() == before
+
+
+def test_a_version_built_later_leaves_the_other_versions_passes_standing(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    """Another run that builds one more Kubernetes version into the same schema directory
+    rewrites its manifest; the schemas of the versions this run reads are unchanged, and so
+    is their key (their kubeconform passes stay found)."""
+    shared = REPO / ".cache" / "schemas"
+    root = tmp_path / "schemas"
+    (root / "kubernetes").mkdir(parents=True)
+    (root / "crds").symlink_to(shared / "crds")
+    (root / "kubernetes" / "v1.35.0").symlink_to(shared / "kubernetes" / "v1.35.0")
+    manifest = json.loads((shared / MANIFEST).read_text())
+    manifest["kubernetes"] = {"1.35": manifest["kubernetes"]["1.35"]}
+    (root / MANIFEST).write_text(json.dumps(manifest))
+    before = schemas_key(SchemaDir(root), ["1.35"])
+
+    manifest["kubernetes"]["1.36"] = {"files": 1}
+    (root / MANIFEST).write_text(json.dumps(manifest))
+    (root / "kubernetes" / "v1.36.0").mkdir()
+    assert schemas_key(SchemaDir(root), ["1.35"]) == before
+
+    manifest["pins_sha256"] = "0" * 64  # built from other pins: another schema set
+    (root / MANIFEST).write_text(json.dumps(manifest))
+    assert schemas_key(SchemaDir(root), ["1.35"]) != before

@@ -96,16 +96,21 @@ class SchemaDir:
         return [*out, f"{self.crds}/{{{{.ResourceKind}}}}{{{{.KindSuffix}}}}.json"]
 
     def identity(self) -> str:
-        """The schema set as a cache key part: where it is and what its build recorded."""
+        """The schema set as a cache key part: where it is and the pins and format its build
+        recorded. Not which Kubernetes versions it holds: a version built later (by another
+        run, into the same directory) leaves the others' schemas as they were, and the
+        caller digests the folders it reads."""
         parts = []
         for root in (self.root, self.overlay):
             if root is None:
                 continue
             try:
-                recorded = hashlib.sha256((root / MANIFEST).read_bytes()).hexdigest()
-            except OSError:
-                recorded = "-"
-            parts.append(f"{root.resolve()}:{recorded}")
+                recorded = json.loads((root / MANIFEST).read_bytes())
+                built = {k: v for k, v in recorded.items() if k != "kubernetes"}
+                stamp = hashlib.sha256(json.dumps(built, sort_keys=True).encode()).hexdigest()
+            except (OSError, ValueError, AttributeError):
+                stamp = "-"
+            parts.append(f"{root.resolve()}:{stamp}")
         return "+".join(parts)
 
     def manifest(self) -> dict[str, Any] | None:
