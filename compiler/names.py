@@ -20,6 +20,10 @@ WEIGHTS_METRIC = "standbyc_weights_generation"
 # For a tier whose engines reload: the generation they confirmed, and the pods that did not.
 SERVED_METRIC = "standbyc_weights_served_generation"
 RELOAD_FAILED_METRIC = "standbyc_weights_reload_failed_pods"
+# What the tier's last update fetched and took, and how long its engines took to load it.
+SYNC_BYTES_METRIC = "standbyc_weights_sync_bytes"
+SYNC_SECONDS_METRIC = "standbyc_weights_sync_duration_seconds"
+RELOAD_SECONDS_METRIC = "standbyc_weights_reload_duration_seconds"
 # What the spec wants them to hold (spec.model.generation), recorded in the rule group.
 WEIGHTS_WANTED = "standbyc:weights_generation:wanted"
 SYNC_JOB = "standbyc-weight-sync"

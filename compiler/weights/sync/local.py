@@ -6,6 +6,8 @@ keeps, beside it and never inside it::
     /weights/hot/.standbyc/llama/lock          one sync per target at a time (flock)
     /weights/hot/.standbyc/llama/state.json    generation, digests, and what the files
                                                looked like (size, times, inode) then
+    /weights/hot/.standbyc/llama/last-sync.json    what the last update fetched and took,
+                                               and how long the engines took to load it
     /weights/hot/.standbyc/llama/downloads/    partial and finished downloads
     /weights/hot/.standbyc/llama/work/         intermediate checkpoints, and the next
                                                directory while it is staged
@@ -120,6 +122,29 @@ class Local:
         tmp = self.state / "state.json.tmp"
         tmp.write_text(json.dumps(doc, sort_keys=True) + "\n")
         tmp.replace(self.state / "state.json")
+
+    def remember_run(self, part: str, generation: int, **numbers: float) -> None:
+        """Record, in ``last-sync.json``, the last ``update`` (bytes, seconds) or
+        ``reload`` (seconds): what the Job pushes, and the weight-report CronJob again."""
+        doc = self.last_sync()
+        doc[part] = {"generation": generation, **numbers}
+        tmp = self.state / "last-sync.json.tmp"
+        tmp.write_text(json.dumps(doc, sort_keys=True) + "\n")
+        tmp.replace(self.state / "last-sync.json")
+
+    def last_sync(self) -> dict[str, dict[str, float]]:
+        """``remember_run``'s record ({} when there is none or it cannot be read)."""
+        try:
+            doc = json.loads((self.state / "last-sync.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(doc, dict):
+            return {}
+        return {
+            part: {k: v for k, v in entry.items() if isinstance(v, int | float)}
+            for part, entry in doc.items()
+            if part in ("update", "reload") and isinstance(entry, dict)
+        }
 
     def served(self) -> dict[str, Any]:
         """What the engines were last confirmed to serve (``reload``'s record)."""

@@ -65,6 +65,8 @@ class ReloadResult(Protocol):
     """What asking the engines gave (``reload.Outcome``)."""
 
     served: int | None
+    pods: list[Any]  # the pods asked
+    seconds: float  # how long asking them took
 
     @property
     def failed(self) -> int: ...
@@ -476,10 +478,17 @@ def sync(
                         "is kept and the partial files are removed"
                     ) from None
             raise
+        if result.status == "updated":
+            with contextlib.suppress(OSError):
+                local.remember_run("update", generation, bytes=result.fetch.bytes_fetched,
+                                   seconds=round(time.perf_counter() - t0, 3))  # fmt: skip
         if reload is not None:
             result.reload = reload(generation, local.served())
             with contextlib.suppress(OSError):
                 state_now = local.current(index)
                 local.remember(generation, state_now, result.reload.record())
+                if result.reload.pods:
+                    seconds = round(result.reload.seconds, 3)
+                    local.remember_run("reload", generation, seconds=seconds)
     result.seconds = time.perf_counter() - t0
     return result
