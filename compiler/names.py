@@ -43,6 +43,7 @@ class Names:
     weight_report: str  # the CronJob that pushes again what each tier holds
     destination_rule: str
     weights_claim: str
+    dashboard: str  # the Grafana dashboard's ConfigMap and GrafanaDashboard
 
     spec: str  # the spec's own name, which the per-tier names start with
 
@@ -69,6 +70,7 @@ def of(spec: StandbySpec) -> Names:
         weight_report=f"{name}-weight-report",
         destination_rule=f"{name}-connection-pool",
         weights_claim=spec.spec.weight_sync.claim_name or f"{name}-weights",
+        dashboard=f"{name}-dashboard",
         spec=name,
     )
 
