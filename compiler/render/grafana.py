@@ -5,6 +5,8 @@ encode, with sorted keys and fixed panel ids so the same spec gives the same byt
 
 from __future__ import annotations
 
+import json
+
 from grafana_foundation_sdk.builders import common as gcommon
 from grafana_foundation_sdk.builders import dashboard as gdash
 from grafana_foundation_sdk.builders import prometheus as gprom
@@ -130,4 +132,8 @@ def dashboard_json(plan: Plan) -> str:
         for p in panels:
             panel_id += 1
             board = board.with_panel(_panel(p, panel_id))
-    return JSONEncoder(sort_keys=True, indent=2).encode(board.build()) + "\n"
+    # The SDK's encoder turns its models into JSON; with an indent json would encode in
+    # pure Python, calling the encoder's hook per object: the compact C encoding, read back
+    # and indented as plain data, gives the same text in a fifth of the time.
+    plain = json.loads(JSONEncoder(sort_keys=True).encode(board.build()))
+    return json.dumps(plain, sort_keys=True, indent=2) + "\n"
