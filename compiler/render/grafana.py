@@ -6,6 +6,7 @@ encode, with sorted keys and fixed panel ids so the same spec gives the same byt
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from grafana_foundation_sdk.builders import common as gcommon
 from grafana_foundation_sdk.builders import dashboard as gdash
@@ -132,8 +133,23 @@ def dashboard_json(plan: Plan) -> str:
         for p in panels:
             panel_id += 1
             board = board.with_panel(_panel(p, panel_id))
-    # The SDK's encoder turns its models into JSON; with an indent json would encode in
-    # pure Python, calling the encoder's hook per object: the compact C encoding, read back
-    # and indented as plain data, gives the same text in a fifth of the time.
-    plain = json.loads(JSONEncoder(sort_keys=True).encode(board.build()))
-    return json.dumps(plain, sort_keys=True, indent=2) + "\n"
+    return text(json.loads(JSONEncoder(sort_keys=True).encode(board.build())))
+
+
+def text(board: dict[str, Any]) -> str:
+    """The dashboard as JSON, sorted, one line per top-level key and one per panel: a
+    change to a panel is one line of a diff, and the text is a third smaller than indented
+    JSON (which every validation of out/ reads) and encoded in C, not in Python."""
+
+    def one(value: Any) -> str:
+        return json.dumps(value, sort_keys=True)
+
+    lines = []
+    for key in sorted(board):
+        head = f"  {one(key)}: "
+        if key == "panels" and board[key]:
+            panels = ",\n".join(f"    {one(p)}" for p in board[key])
+            lines.append(f"{head}[\n{panels}\n  ]")
+        else:
+            lines.append(head + one(board[key]))
+    return "{\n" + ",\n".join(lines) + "\n}\n"
