@@ -59,7 +59,8 @@ lint: install
 	$(BIN)/ruff format --check compiler tests bench
 	$(BIN)/mypy
 
-## bench: compile + validation timings, weight deltas versus the seed scheme and rsync,
+## bench: compile + validation timings, 200 specs with and without their dashboards, weight
+## deltas versus the seed scheme and rsync,
 ## publish + sync end to end through nginx versus a full copy, the seed scheme and TRL's format,
 ## a model directory: its sync against the file sync of a baseline revision, and a hot tier of
 ## three engine pods from "published" to "every pod serves it"; then hostile stores, bad input
@@ -69,6 +70,7 @@ lint: install
 bench: tools $(TORCH_STAMP)
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
+	$(PY) bench/dashboard_bench.py --validate
 	$(PY) bench/reuse_bench.py
 	$(PY) bench/weights_bench.py
 	$(PY) bench/sync_bench.py
