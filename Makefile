@@ -60,7 +60,8 @@ lint: install
 	$(BIN)/ruff format --check compiler tests bench
 	$(BIN)/mypy
 
-## bench: compile + validation timings (and the gate with and without --apiserver), weight
+## bench: compile + validation timings (and the gate with and without --apiserver), 200
+## specs with and without their dashboards, weight
 ## deltas versus the seed scheme and rsync,
 ## publish + sync end to end through nginx versus a full copy, the seed scheme and TRL's format,
 ## a model directory: its sync against the file sync of a baseline revision; per engine API, a
@@ -73,6 +74,7 @@ lint: install
 bench: tools $(TORCH_STAMP)
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
+	$(PY) bench/dashboard_bench.py --validate
 	$(PY) bench/reuse_bench.py
 	$(PY) bench/apiserver_bench.py
 	$(PY) bench/weights_bench.py

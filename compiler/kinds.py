@@ -113,6 +113,13 @@ KINDS: tuple[Kind, ...] = (
         wave=0,
         schema="github.com/prometheus-operator/prometheus-operator",
     ),
+    # Loads the dashboard's ConfigMap (configMapRef), applied before it in the same wave.
+    Kind(
+        "GrafanaDashboard",
+        "grafana.integreatly.org/v1beta1",
+        wave=0,
+        schema="github.com/grafana/grafana-operator/v5",
+    ),
     Kind("Deployment", "apps/v1", wave=0),
     Kind(
         "CronJob",

@@ -27,6 +27,10 @@ SYNC_STATE_DIR = ".standbyc"
 GENERATION_FILE = "generation"
 SERVED_METRIC = "standbyc_weights_served_generation"
 RELOAD_FAILED_METRIC = "standbyc_weights_reload_failed_pods"
+# What the tier's last update fetched and took, and how long its engines took to load it.
+SYNC_BYTES_METRIC = "standbyc_weights_sync_bytes"
+SYNC_SECONDS_METRIC = "standbyc_weights_sync_duration_seconds"
+RELOAD_SECONDS_METRIC = "standbyc_weights_reload_duration_seconds"
 # What the spec wants them to hold (spec.model.generation), recorded in the rule group.
 WEIGHTS_WANTED = "standbyc:weights_generation:wanted"
 SYNC_JOB = "standbyc-weight-sync"
@@ -57,6 +61,7 @@ class Names:
     weight_report: str  # the CronJob that pushes again what each tier holds
     destination_rule: str
     weights_claim: str
+    dashboard: str  # the Grafana dashboard's ConfigMap and GrafanaDashboard
 
     spec: str  # the spec's own name, which the per-tier names start with
 
@@ -84,6 +89,7 @@ def of(spec: StandbySpec) -> Names:
         weight_report=f"{name}-weight-report",
         destination_rule=f"{name}-connection-pool",
         weights_claim=spec.spec.weight_sync.claim_name or f"{name}-weights",
+        dashboard=f"{name}-dashboard",
         spec=name,
     )
 

@@ -21,6 +21,7 @@ from compiler.spec import (
     Alerts,
     ArgoHookTrigger,
     ConnectionPool,
+    DashboardSettings,
     EnginePorts,
     Resources,
     ScheduleTrigger,
@@ -176,6 +177,7 @@ class Plan:
     generation: int
     sync: SyncPlan
     alerts: Alerts
+    dashboard: DashboardSettings
     kube_versions: tuple[str, ...]  # validation.kubernetesVersions ((): the default matrix)
     # Derived numbers, for the summary.
     link_bps: int
@@ -527,6 +529,7 @@ def build(spec: StandbySpec, source: str) -> Plan:
         generation=s.model.generation,
         sync=sync,
         alerts=s.alerts,
+        dashboard=s.dashboard,
         kube_versions=tuple(s.validation.kubernetes_versions or ()),
         link_bps=s.network.link,
         standby_replicas=standbys,

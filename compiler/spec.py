@@ -820,6 +820,52 @@ class Alerts(Model):
     tier_labels_missing: TierLabelsMissingAlert = Field(default_factory=TierLabelsMissingAlert)
 
 
+class GrafanaOperator(Model):
+    """A grafana-operator ``GrafanaDashboard`` that loads the dashboard's ConfigMap."""
+
+    instance_selector: Labels = Field(
+        min_length=1,
+        description="labels of the Grafana resources (grafana.integreatly.org/v1beta1) that "
+        "load the dashboard: the GrafanaDashboard's spec.instanceSelector.matchLabels",
+    )
+    allow_cross_namespace_import: bool = Field(
+        False,
+        description="let Grafana resources in other namespaces load it (the operator's "
+        "spec.allowCrossNamespaceImport)",
+    )
+
+
+_FOLDER = re.compile(r"^[^\x00-\x1f\x7f/\\]{1,128}$")
+
+
+class DashboardSettings(Model):
+    """The Grafana dashboard of the spec (README: Dashboard)."""
+
+    enabled: bool = Field(
+        True,
+        description="emit a Grafana dashboard of the spec's egress, failover, ready pods and "
+        "weights, in a ConfigMap that kube-prometheus-stack's Grafana sidecar loads",
+    )
+    sidecar_labels: Labels = Field(
+        default_factory=lambda: {"grafana_dashboard": "1"},
+        description="labels on the dashboard's ConfigMap: what the Grafana sidecar selects "
+        "(kube-prometheus-stack: grafana.sidecar.dashboards.label and labelValue, default "
+        'grafana_dashboard: "1")',
+    )
+    folder: Annotated[str, _pattern(_FOLDER, "folder title"), _schema(_FOLDER.pattern)] = Field(
+        "standbyc", description="the Grafana folder the dashboard is filed in"
+    )
+    folder_annotation: LabelKey = Field(
+        "grafana_folder",
+        description="the ConfigMap annotation holding the folder: the sidecar's "
+        "folderAnnotation (it files the dashboard there with "
+        "provider.foldersFromFilesStructure: true)",
+    )
+    grafana_operator: GrafanaOperator | None = Field(
+        None, description="also emit a grafana-operator GrafanaDashboard; null: none"
+    )
+
+
 class Failover(Model):
     """One failover: ``failedReplicas`` serving pods fail and the ``takeover`` tier's standbys
     take their traffic. The plan (PLAN.md, ``standbyc plan``) times each phase against
@@ -884,6 +930,7 @@ class Spec(Model):
     qos: Qos = Field(default_factory=Qos)
     weight_sync: WeightSync = Field(default_factory=WeightSync)
     alerts: Alerts = Field(default_factory=Alerts)
+    dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
     failover: Failover = Field(default_factory=Failover)
     validation: Validation = Field(default_factory=Validation)
     common_annotations: dict[LabelKey, FreeText] = Field(

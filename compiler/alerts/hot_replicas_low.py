@@ -113,9 +113,11 @@ def _cases(ctx: Context, alert: Alert, replicas: int, for_ms: int) -> None:
     def ns(n: int = 0, *, allowlisted: bool = True) -> list[Series]:
         return ctx.namespace_labels(f"1x{n or steps}", allowlisted=allowlisted)
 
-    tiers = ctx.tiers
-    others = [  # the engine's pods that never count
-        *pod("warm-0", "warm" if "warm" in tiers else OTHER_TIER, True),
+    # The engine's pods that never count: a ready pod of every other tier the spec has (of a
+    # tier outside the spec when it has none), and an unready hot pod.
+    not_hot = [t for t in ctx.tiers if t != "hot"] or [OTHER_TIER]
+    others = [
+        *(s for t in not_hot for s in pod(f"{t}-0", t, True)),
         *pod("hot-unready", "hot", False),
     ]
     if ctx.engine_labels:  # another app's ready pod labelled hot

@@ -57,22 +57,29 @@ def keep_firing(ctx: Context, cfg: RateAlert) -> int:
     return 2 * ctx.scrape_ms if cfg.keep_firing_for is None else cfg.keep_firing_for
 
 
-def expression(ctx: Context, cfg: RateAlert, key: str, *, per_pod: bool) -> str:
-    tiers = ctx.standby_tiers
-    bits = units.human_bits(cfg.threshold)
+def egress_bits(ctx: Context, window_ms: int, tiers: list[str], *, per_pod: bool) -> str:
+    """Egress in bit/s of the engine's pods in ``tiers``: per pod, or summed (label
+    namespace). What the bandwidth alerts compare, and what the dashboard draws."""
     joined = (
-        f"(\n{indent(ctx.egress_bytes(cfg.window))}\n"
+        f"(\n{indent(ctx.egress_bytes(window_ms))}\n"
         "  * on (namespace, pod)\n"
         f"{indent(ctx.pod_tiers(tiers))}\n)"
     )
+    return f"{joined} * 8" if per_pod else f"sum by (namespace) {joined} * 8"
+
+
+def expression(ctx: Context, cfg: RateAlert, key: str, *, per_pod: bool) -> str:
+    tiers = ctx.standby_tiers
+    bits = units.human_bits(cfg.threshold)
+    egress = egress_bits(ctx, cfg.window, tiers, per_pod=per_pod)
     if per_pod:
         head = f"# bytes/s x 8 = bit/s per pod; threshold {bits} (spec.alerts.{key})\n"
-        return f"{head}{joined} * 8 > {units.float_literal(cfg.threshold)}\n"
+        return f"{head}{egress} > {units.float_literal(cfg.threshold)}\n"
     head = (
         f"# bytes/s x 8 = bit/s, summed over tiers {', '.join(tiers)}; "
         f"threshold {bits} (spec.alerts.{key})\n"
     )
-    return f"{head}sum by (namespace) {joined} * 8 > {units.float_literal(cfg.threshold)}\n"
+    return f"{head}{egress} > {units.float_literal(cfg.threshold)}\n"
 
 
 def gauge(steps: int, on: int = 0, off: int | None = None, stale: int | None = None) -> str:

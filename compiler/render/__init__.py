@@ -12,6 +12,7 @@ from compiler.plan import Plan
 from compiler.render import (
     cilium_qos,
     connection_pool,
+    dashboard,
     engine_services,
     istio,
     kustomize_patch,
@@ -33,6 +34,7 @@ OUTPUTS: dict[str, RenderFn] = {
     "connectionPool": connection_pool.render,
     "istio": istio.render,
     "rules": rules.render,
+    "dashboard": dashboard.render,
     "weightSync": weight_sync.render,
     "weightReport": weight_report.render,
     "engineServices": engine_services.render,

@@ -11,6 +11,7 @@ from typing import Any
 
 from compiler import chart, engines, units
 from compiler.plan import Plan
+from compiler.render import dashboard
 from compiler.render.base import Emitted, Renderer
 
 CHART = "plan.svg"
@@ -133,6 +134,21 @@ def _scenario(plan: Plan) -> str:
     )
 
 
+def _dashboard(plan: Plan) -> str:
+    """Where the failover can be watched as it happens, against this plan."""
+    if not plan.dashboard.enabled:
+        return ""
+    f = plan.failover
+    peak = dashboard.expected_peak(plan)
+    return (
+        f"During a failover, watch the Grafana dashboard **standbyc: {plan.namespace}/"
+        f"{plan.name}** (folder {plan.dashboard.folder}, uid `{dashboard.uid(plan)}`, from "
+        f"`configmap-{plan.names.dashboard}.yaml`): its Failover row draws this plan's "
+        f"expected peak ({units.human_bits(peak.peak_bps)}) and duration "
+        f"({units.human_seconds(f.seconds)}) as reference lines beside the egress measured."
+    )
+
+
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
     f = plan.failover
     fanout: list[dict[str, Any]] = [
@@ -157,6 +173,7 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
         "total": units.human_seconds(f.seconds),
         "total_bytes": units.human_bytes(sum(p.bytes for p in f.phases)),
         "advice": list(f.advice),
+        "dashboard": _dashboard(plan),
         "weights": _weights(plan),
         "store_egress": units.human_bits(plan.failover_inputs.store_egress_bps),
         "fanout": fanout,

@@ -441,7 +441,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             # Nothing was asked this time: what the engines last confirmed still stands.
             reloaded = Outcome.recorded(engines.api, held, Local(args.target).served())
         reporter = Reporter(args.pushgateway, labels)
-        result.reported = reporter.push(held, reloaded)
+        result.reported = reporter.push(held, reloaded, Local(args.target).last_sync())
         result.report_error = reporter.error
     doc = result.to_json() | {"ok": error is None, "held_generation": held,
                               "deadline_seconds": round(budget.seconds, 3)}  # fmt: skip
@@ -483,7 +483,7 @@ def _report_tier(
             doc["served_generation"] = reloaded.served
             doc["reload_failed_pods"] = reloaded.failed
         reporter = Reporter(url, {**labels, "tier": name})
-        doc["pushed"] = reporter.push(held, reloaded)
+        doc["pushed"] = reporter.push(held, reloaded, local.last_sync())
         if not doc["pushed"]:
             doc["error"] = reporter.error
     return doc

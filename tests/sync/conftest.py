@@ -252,13 +252,13 @@ def run_sync(cmd: list[str], timeout: float = 120) -> tuple[int, dict[str, Any],
 
 
 def leftovers(weights: Path) -> dict[str, int]:
-    """Every file under the tier's .standbyc/ but the lock, the state and the generation
-    file: what a sync left."""
+    """Every file under the tier's .standbyc/ but the lock, the state, the last run's
+    numbers and the generation file: what a sync left."""
     state = weights / TIER / ".standbyc"
     return {
         p.relative_to(state).as_posix(): p.stat().st_size
         for p in state.rglob("*")
-        if p.is_file() and p.name not in ("lock", "state.json", "generation")
+        if p.is_file() and p.name not in ("lock", "state.json", "last-sync.json", "generation")
     }
 
 

@@ -107,8 +107,8 @@ def _victim(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(
     "entry",
-    ["state.json.tmp", "state.json", "lock", "downloads/deltas__41-42.delta.part.json.tmp",
-     "downloads/deltas__41-42.delta.part"],
+    ["state.json.tmp", "state.json", "lock", "last-sync.json", "last-sync.json.tmp",
+     "downloads/deltas__41-42.delta.part.json.tmp", "downloads/deltas__41-42.delta.part"],
 )  # fmt: skip
 def test_a_link_planted_as_a_file_of_the_state_directory(
     standby: Standby, tmp_path: Path, entry: str

@@ -203,8 +203,8 @@ def test_the_report_cronjob_pushes_again_what_a_restarted_pushgateway_forgot(
 ) -> None:  # fmt: skip
     """The Pushgateway restarts without persistence: every push is gone. The compiled
     weight-report CronJob's exact command pushes again, per tier, what its last sync
-    pushed (held, served and failed pods alike), skips a tier whose sync is running,
-    and reports nothing for a tier that holds nothing."""
+    pushed (held, served and failed pods, and what the update fetched and took, alike),
+    skips a tier whose sync is running, and reports nothing for a tier that holds nothing."""
     publish(generations[1], nginx.root, 41)
     publish(generations[2], nginx.root, 42)
     weights = tmp_path / "weights"
@@ -220,8 +220,15 @@ def test_the_report_cronjob_pushes_again_what_a_restarted_pushgateway_forgot(
     to_41 = with_arg(command("warm", pushgateway), "--generation", "41")
     assert subprocess.run(to_41, capture_output=True, check=False).returncode == 0
     pushed = _standbyc_lines(pushgateway)
-    assert len(pushed) == 6, pushed  # hot and warm reload: held, served, failed pods each
+    # hot and warm reload (no pod is ready to ask here): held, served and failed pods each,
+    # and what their update fetched and took.
+    assert len(pushed) == 10, pushed
     assert {_labels(x)["tier"] for x in pushed} == {"hot", "warm"}
+    assert {x.split("{")[0] for x in pushed} == {
+        "standbyc_weights_generation", "standbyc_weights_served_generation",
+        "standbyc_weights_reload_failed_pods", "standbyc_weights_sync_bytes",
+        "standbyc_weights_sync_duration_seconds",
+    }  # fmt: skip
 
     pushgateway.proc.terminate()
     pushgateway.proc.wait(timeout=10)

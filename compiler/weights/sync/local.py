@@ -6,6 +6,8 @@ keeps, beside it and never inside it::
     /weights/hot/.standbyc/llama/lock          one sync per target at a time (flock)
     /weights/hot/.standbyc/llama/state.json    generation, digests, and what the files
                                                looked like (size, times, inode) then
+    /weights/hot/.standbyc/llama/last-sync.json    what the last update fetched and took,
+                                               and how long the engines took to load it
     /weights/hot/.standbyc/llama/downloads/    partial and finished downloads
     /weights/hot/.standbyc/llama/work/         intermediate checkpoints, and the next
                                                directory while it is staged
@@ -52,7 +54,11 @@ STATE_CAP = 64 << 20
 # What a sync makes in its state directory: a regular file or a real directory each.
 _FILE, _DIR = "a regular file", "a directory"
 _ENTRIES = {"lock": _FILE, "state.json": _FILE, "state.json.tmp": _FILE,
+            "last-sync.json": _FILE, "last-sync.json.tmp": _FILE,
             "downloads": _DIR, "work": _DIR}  # fmt: skip
+# What the last update and reload took (a few numbers): read as any other state entry,
+# never through a link, and never more than this.
+LAST_SYNC, LAST_SYNC_CAP = "last-sync.json", 64 << 10
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,28 @@ class Local:
         text = f"{generation}\n".encode()
         if read_regular(self.generation_file, 64) != text:
             write_replacing(self.generation_file, text)  # 0644: engines run as other users
+
+    def remember_run(self, part: str, generation: int, **numbers: float) -> None:
+        """Record, in ``last-sync.json``, the last ``update`` (bytes, seconds) or
+        ``reload`` (seconds): what the Job pushes, and the weight-report CronJob again."""
+        doc = self.last_sync()
+        doc[part] = {"generation": generation, **numbers}
+        write_replacing(self.state / LAST_SYNC, (json.dumps(doc, sort_keys=True) + "\n").encode())
+
+    def last_sync(self) -> dict[str, dict[str, float]]:
+        """``remember_run``'s record ({} when there is none or it cannot be read)."""
+        data = read_regular(self.state / LAST_SYNC, LAST_SYNC_CAP)
+        try:
+            doc = json.loads(data) if data is not None else {}
+        except ValueError:
+            return {}
+        if not isinstance(doc, dict):
+            return {}
+        return {
+            part: {k: v for k, v in entry.items() if isinstance(v, int | float)}
+            for part, entry in doc.items()
+            if part in ("update", "reload") and isinstance(entry, dict)
+        }
 
     def served(self) -> dict[str, Any]:
         """What the engines were last confirmed to serve (``reload``'s record); {} when

@@ -65,6 +65,8 @@ class ReloadResult(Protocol):
     """What asking the engines gave (``reload.Outcome``)."""
 
     served: int | None
+    pods: list[Any]  # the pods asked
+    seconds: float  # how long asking them took
 
     @property
     def failed(self) -> int: ...
@@ -486,6 +488,10 @@ def sync(
                         "is kept and the partial files are removed"
                     ) from None
             raise
+        if result.status == "updated":
+            with contextlib.suppress(OSError):
+                local.remember_run("update", generation, bytes=result.fetch.bytes_fetched,
+                                   seconds=round(time.perf_counter() - t0, 3))  # fmt: skip
         if reload is not None:
             state_now = local.current(index)
 
@@ -499,5 +505,9 @@ def sync(
             )
             result.reload = reload(generation, local.served(), save, other)
             save(result.reload.record())
+            if result.reload.pods:
+                with contextlib.suppress(OSError):
+                    seconds = round(result.reload.seconds, 3)
+                    local.remember_run("reload", generation, seconds=seconds)
     result.seconds = time.perf_counter() - t0
     return result

@@ -15,7 +15,13 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
-from compiler.names import RELOAD_FAILED_METRIC, SERVED_METRIC
+from compiler.names import (
+    RELOAD_FAILED_METRIC,
+    RELOAD_SECONDS_METRIC,
+    SERVED_METRIC,
+    SYNC_BYTES_METRIC,
+    SYNC_SECONDS_METRIC,
+)
 from compiler.names import SYNC_JOB as JOB
 from compiler.names import WEIGHTS_METRIC as METRIC
 
@@ -24,6 +30,21 @@ SERVED_HELP = (
     "Model generation every engine pod of this standby tier confirmed serving (0: not known)"
 )
 FAILED_HELP = "Engine pods of this standby tier that did not load the generation on disk"
+# From the tier's last-sync.json: (part, field) -> metric and help.
+LAST_SYNC = {
+    ("update", "bytes"): (
+        SYNC_BYTES_METRIC,
+        "Bytes the last update of this standby tier fetched from the store",
+    ),
+    ("update", "seconds"): (
+        SYNC_SECONDS_METRIC,
+        "Seconds the last update of this standby tier took, to the verified swap",
+    ),
+    ("reload", "seconds"): (
+        RELOAD_SECONDS_METRIC,
+        "Seconds the engine pods of this standby tier took to load the last generation",
+    ),
+}
 
 
 class Reloaded(Protocol):
@@ -44,14 +65,24 @@ class Reporter:
     timeout: float = 10.0
     error: str = ""
 
-    def push(self, generation: int | None, reloaded: Reloaded | None = None) -> bool:
-        """Push the generation held (None: nothing) and, for a tier whose engines reload,
-        what they serve; False (and ``error``) if the push failed."""
+    def push(
+        self,
+        generation: int | None,
+        reloaded: Reloaded | None = None,
+        last_sync: dict[str, dict[str, float]] | None = None,
+    ) -> bool:
+        """Push the generation held (None: nothing), for a tier whose engines reload what
+        they serve, and what the last update took (``Local.last_sync``); False (and
+        ``error``) if the push failed."""
         registry = CollectorRegistry()
         Gauge(METRIC, HELP, registry=registry).set(generation or 0)
         if reloaded is not None:
             Gauge(SERVED_METRIC, SERVED_HELP, registry=registry).set(reloaded.served or 0)
             Gauge(RELOAD_FAILED_METRIC, FAILED_HELP, registry=registry).set(reloaded.failed)
+        for (part, key), (metric, text) in LAST_SYNC.items():
+            value = (last_sync or {}).get(part, {}).get(key)
+            if value is not None:
+                Gauge(metric, text, registry=registry).set(value)
         for attempt in range(self.attempts):
             try:
                 push_to_gateway(

@@ -1,0 +1,157 @@
+"""The Grafana dashboard: in the SDK's schema, deterministic, and each spec option (the
+sidecar label and folder, the grafana-operator GrafanaDashboard, off) does what it says.
+Every panel's query is proven against a real Prometheus in tests/sync/test_dashboard_queries.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from compiler.api import compile_tree
+from compiler.render import dashboard, grafana
+from tests.conftest import golden_trees, run_cli
+from tests.grafana_schema import problems
+
+HEAD = "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: e, namespace: n}\n"
+CONFIGMAP = "n/e/configmap-e-dashboard.yaml"
+OPERATOR = "n/e/grafanadashboard-e-dashboard.yaml"  # tests/gate/test_dashboard_crd.py
+
+
+def _compile(tmp_path: Path, body: str = "") -> Path:
+    tmp_path.mkdir(exist_ok=True)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(HEAD + body)
+    out = tmp_path / "out"
+    result = run_cli("compile", str(spec), "--out", str(out), "--no-validate")
+    assert result.code == 0, result.err
+    return out
+
+
+def _board(configmap: dict[str, Any]) -> dict[str, Any]:
+    (text,) = configmap["data"].values()
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
+def _dashboards() -> list[Path]:
+    out: list[Path] = []
+    for _, tree in golden_trees():
+        out += sorted(tree.rglob("configmap-*-dashboard.yaml"))
+    return sorted(set(out))
+
+
+def test_every_committed_dashboard_is_in_the_sdk_schema() -> None:
+    """The example specs' and every golden case's dashboard, read back by the Grafana
+    Foundation SDK's own models: nothing unknown, nothing missing, every type right."""
+    boards = _dashboards()
+    assert len(boards) >= 8, boards
+    for path in boards:
+        doc = _board(yaml.safe_load(path.read_text()))
+        assert problems(doc) == [], path
+        # Sorted keys, a line per top-level key and per panel: the bytes follow from the object.
+        (text,) = yaml.safe_load(path.read_text())["data"].values()
+        assert text == grafana.text(doc), path
+        assert json.loads(text) == doc
+
+
+def test_the_schema_check_catches_what_grafana_would_not_read() -> None:
+    """Broken on purpose: a key the schema lacks, a wrong type, a value outside an enum."""
+    doc = _board(yaml.safe_load(_dashboards()[0].read_text()))
+    doc["panels"][1]["legendd"] = {}
+    doc["panels"][1]["targets"][0]["expr"] = 42
+    doc["panels"][1]["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] = "wavy"
+    doc["graphTooltip"] = 9
+    found = problems(doc)
+    assert [p.split(":")[0] for p in found] == [
+        "$.panels[1].legendd",
+        "$.graph_tooltip",
+        "$.panels[1].targets[0].expr",
+        "$.panels[1].field_config.defaults.custom.thresholds_style.mode",
+    ], found
+
+
+def test_the_default_is_a_configmap_for_kube_prometheus_stacks_sidecar(tmp_path: Path) -> None:
+    out = _compile(tmp_path)
+    cm = yaml.safe_load((out / CONFIGMAP).read_text())
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["metadata"]["annotations"]["grafana_folder"] == "standbyc"
+    assert list(cm["data"]) == ["standbyc-n-e.json"]
+    board = _board(cm)
+    assert board["uid"] == "n-e"
+    assert [v["name"] for v in board["templating"]["list"]] == ["datasource", "namespace"]
+    assert board["annotations"]["list"][0]["expr"] == (
+        'ALERTS{alertstate="firing", namespace="$namespace", standbyc_spec="e"}'
+    )
+    assert not (out / OPERATOR).exists()
+    kustomization = (out / "n/e/kustomization.yaml").read_text()
+    assert "configmap-e-dashboard.yaml" in kustomization
+
+
+def test_the_sidecar_label_and_folder_are_set_by_the_spec(tmp_path: Path) -> None:
+    out = _compile(
+        tmp_path,
+        "spec:\n  dashboard:\n    sidecarLabels: {grafana_dashboard: inference, team: ml}\n"
+        "    folder: Inference failover\n    folderAnnotation: k8s-sidecar-target-directory\n",
+    )
+    meta = yaml.safe_load((out / CONFIGMAP).read_text())["metadata"]
+    assert {k: meta["labels"][k] for k in ("grafana_dashboard", "team")} == {
+        "grafana_dashboard": "inference", "team": "ml"
+    }  # fmt: skip
+    assert meta["annotations"]["k8s-sidecar-target-directory"] == "Inference failover"
+    assert "grafana_folder" not in meta["annotations"]
+
+
+def test_a_folder_that_is_a_path_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(HEAD + "spec:\n  dashboard: {folder: a/b}\n")
+    result = run_cli("compile", str(spec), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 2
+    assert f"{spec}:5:23: spec.dashboard.folder:" in result.err, result.err
+
+
+def test_off_emits_no_dashboard_and_changes_nothing_else(tmp_path: Path) -> None:
+    on = _compile(tmp_path / "on")
+    off = _compile(tmp_path / "off", "spec:\n  dashboard: {enabled: false}\n")
+    files_on = {p.relative_to(on).as_posix() for p in on.rglob("*") if p.is_file()}
+    files_off = {p.relative_to(off).as_posix() for p in off.rglob("*") if p.is_file()}
+    assert files_on - files_off == {CONFIGMAP}
+    assert files_off - files_on == set()
+    for rel in sorted(files_off - {"n/e/kustomization.yaml", "n/e/PLAN.md"}):
+        assert (on / rel).read_bytes() == (off / rel).read_bytes(), rel
+    assert "dashboard" not in (off / "n/e/kustomization.yaml").read_text()
+    assert "Grafana dashboard" in (on / "n/e/PLAN.md").read_text()
+    assert "Grafana dashboard" not in (off / "n/e/PLAN.md").read_text()
+
+
+@pytest.mark.parametrize("spec", ["inference-engine", "grpc-llm"])
+def test_panels_per_spec(spec: str, tmp_path: Path) -> None:
+    """The example specs' panels: a Failover row, a row per tier with replicas (egress,
+    ready pods, and the weights when the tier syncs), and a Weight sync row."""
+    result = compile_tree([Path("specs") / f"{spec}.yaml"], tmp_path / "out", validate=False)
+    (e,) = [e for e in result.objects if e.name.endswith("-dashboard")]
+    board = _board(e.obj)
+    rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
+    panels = [p for p in board["panels"] if p["type"] == "timeseries"]
+    want = {
+        "inference-engine": (["Failover", "Tier hot", "Tier warm", "Tier cold", "Weight sync"], 14),
+        "grpc-llm": (["Failover", "Tier hot", "Tier warm", "Weight sync"], 11),
+    }[spec]
+    assert (rows, len(panels)) == want
+    ids = [p["id"] for p in board["panels"]]
+    assert ids == list(range(1, len(ids) + 1))
+    for p in panels:
+        assert re.search(r"\b(pages|No alert pages)\b", p["description"]), p["title"]
+
+
+def test_the_uid_fits_grafanas_forty_characters() -> None:
+    class Plan:
+        namespace, name = "a" * 63, "b" * 63
+
+    uid = dashboard.uid(Plan())  # type: ignore[arg-type]
+    assert len(uid) <= 40 and re.fullmatch(r"[a-zA-Z0-9_-]+", uid)
