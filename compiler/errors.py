@@ -17,6 +17,7 @@ EXIT_INTERNAL = 3  # a bug in standbyc
 EXIT_UNREACHABLE = 4  # weights sync: the store did not answer after every retry
 EXIT_NOT_LOADED = 5  # weights sync: on disk, but some engine pods did not load it
 EXIT_LOST_RACE = 6  # weights publish: another publisher wrote the store's index first
+EXIT_REFUSED = 7  # weights sync: the generation is not signed as the trust requires
 
 
 @dataclass(frozen=True)

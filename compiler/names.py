@@ -20,6 +20,8 @@ WEIGHTS_METRIC = "standbyc_weights_generation"
 # For a tier whose engines reload: the generation they confirmed, and the pods that did not.
 SERVED_METRIC = "standbyc_weights_served_generation"
 RELOAD_FAILED_METRIC = "standbyc_weights_reload_failed_pods"
+# With weightSync.verify: the generation the tier's last sync refused (0: none).
+REFUSED_METRIC = "standbyc_weights_refused_generation"
 # What the spec wants them to hold (spec.model.generation), recorded in the rule group.
 WEIGHTS_WANTED = "standbyc:weights_generation:wanted"
 SYNC_JOB = "standbyc-weight-sync"

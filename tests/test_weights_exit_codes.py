@@ -11,13 +11,20 @@ from compiler.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_LOST_RACE,
+    EXIT_REFUSED,
     EXIT_UNREACHABLE,
     StandbycError,
 )
 from compiler.weights.errors import DeltaError, VerifyFailed, WeightsError
-from compiler.weights.sync.errors import ApplyFailed, PublishRaced, SourceUnreachable, StoreError
+from compiler.weights.sync.errors import (
+    ApplyFailed,
+    PublishRaced,
+    SignatureRefused,
+    SourceUnreachable,
+    StoreError,
+)
 
-CODES = {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_LOST_RACE}
+CODES = {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_LOST_RACE, EXIT_REFUSED}
 
 
 def _subclasses(cls: type) -> set[type]:
@@ -46,6 +53,7 @@ def test_the_nearest_row_wins() -> None:
     assert exit_code(ApplyFailed("x")) == EXIT_FAILED
     assert exit_code(SourceUnreachable("x")) == EXIT_UNREACHABLE
     assert exit_code(PublishRaced("x")) == EXIT_LOST_RACE
+    assert exit_code(SignatureRefused("x")) == EXIT_REFUSED
 
     class Later(SourceUnreachable):
         pass

@@ -33,6 +33,9 @@ from compiler.weights.sync.publish import check_chunk, publish
 from compiler.weights.sync.pull import SyncResult, sync
 from compiler.weights.sync.reload import Engines, Outcome, reload
 from compiler.weights.sync.report import Reporter
+from compiler.weights.sync.sign import Signer, prepare
+from compiler.weights.sync.signed import Trust
+from compiler.weights.sync.verify import Verifier, refused_generation
 
 
 def _emit(args: argparse.Namespace, doc: dict[str, Any], text: str) -> None:
@@ -177,6 +180,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-file-size: {exc}") from None
     excludes = [*([] if args.no_default_excludes else DEFAULT_EXCLUDES), *args.exclude]
     store, writer = _store(args)
+    signature = prepare(args.path, args.generation, _signer(args), excludes)
     total = 2 * _size(args.path)  # hash it, then diff against the last anchor
     with byte_progress("publish", total, args.format == "text") as prog:
         stats = publish(
@@ -193,7 +197,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
             max_file_size=cap,
             writer=writer,
         )
-    doc = stats.to_json() | {"store": str(args.to)}
+    doc = stats.to_json() | {"store": str(args.to), "signature": signature}
     if writer is not None:
         doc |= writer.stats.to_json() | {"cache": str(store)}
     if stats.already:
@@ -214,6 +218,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
         if stats.delta_base == "manifest":
             delta += f" (against its manifest: {stats.delta_from}'s weights are not in {store})"
         line = f"{args.to}: published generation {stats.generation}; weights {delta}{files}"
+        if signature["how"] != "unsigned":
+            line += f"; {signature['how']} by {signature['by']}"
         if stats.new_store:
             line += "; a new store (there was no index)"
         if stats.merged:
@@ -259,6 +265,35 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
     writer = S3Store(bucket, part_size=part, rate_bits_per_second=rate,
                      fetch_base=args.fetch_base, merge_window=window)  # fmt: skip
     return args.cache or default_cache(bucket), writer
+
+
+def _signer(args: argparse.Namespace) -> Signer | None:
+    if args.sign_key is None:
+        if args.sign_cert or args.sign_chain:
+            raise UsageError("--sign-cert and --sign-chain need --sign-key")
+        return None
+    return Signer(args.sign_key, args.sign_cert, tuple(args.sign_chain), args.sign_hash)
+
+
+def _verifier(args: argparse.Namespace) -> Verifier | None:
+    """The signature a generation needs before it is swapped in (--verify)."""
+    needs = {"key": (), "certificate": ("identity",), "sigstore": ("identity", "issuer")}
+    given = [f for f in ("trust", "identity", "issuer") if getattr(args, f"verify_{f}")]
+    if args.verify is None:
+        if given:
+            raise UsageError(f"--verify-{given[0]} needs --verify")
+        return None
+    for flag in ("trust", *needs[args.verify]):
+        if flag not in given:
+            raise UsageError(f"--verify {args.verify} needs --verify-{flag}")
+    extra = set(given) - {"trust", *needs[args.verify]}
+    if extra:
+        raise UsageError(f"--verify-{extra.pop()} is not for --verify {args.verify}")
+    if not args.verify_trust.is_file():
+        raise UsageError(f"--verify-trust {args.verify_trust}: no such file")
+    trust = Trust(args.verify, args.verify_trust, args.verify_identity or "",
+                  args.verify_issuer or "")  # fmt: skip
+    return Verifier(trust)
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -326,6 +361,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             raise UsageError(f"--pushgateway: {exc}") from None
     labels = _labels(args.label)
     engines = _engines(args)
+    verifier = _verifier(args)
     deadline = None if args.deadline is None else time.monotonic() + args.deadline
     fetcher = _fetcher(args, rate, retries=args.retries, timeout=args.timeout,
                        min_rate=min_rate, deadline=deadline)  # fmt: skip
@@ -333,7 +369,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     error: WeightsError | None = None
     ask = None if engines is None else functools.partial(reload, engines)
     try:
-        sync(fetcher, result, lock_wait=args.lock_wait, reload=ask)
+        sync(fetcher, result, lock_wait=args.lock_wait, reload=ask, verify=verifier)
     except WeightsError as exc:
         error = exc
     except PermissionError as exc:
@@ -348,15 +384,18 @@ def cmd_sync(args: argparse.Namespace) -> int:
     finally:
         fetcher.close()
     held = args.generation if error is None else held_generation(args.target)
-    if args.pushgateway and held is not None:
+    # What the last verification refused (a sync that failed before it keeps the last).
+    refused = None if verifier is None else refused_generation(args.target) or 0
+    if args.pushgateway and (held is not None or refused):
         reloaded = result.reload
-        if engines is not None and reloaded is None:
+        if engines is not None and reloaded is None and held is not None:
             # Nothing was asked this time: what the engines last confirmed still stands.
             reloaded = Outcome.recorded(engines.api, held, Local(args.target).served())
         reporter = Reporter(args.pushgateway, labels)
-        result.reported = reporter.push(held, reloaded)
+        result.reported = reporter.push(held, reloaded, refused)
         result.report_error = reporter.error
     doc = result.to_json() | {"ok": error is None, "held_generation": held}
+    doc["refused_generation"] = refused
     if error is not None:
         doc["error"] = str(error)
         return emit(Message(doc, "", str(error), exit_code(error)), args.format)
@@ -383,16 +422,19 @@ def _report_tier(
         except OSError:
             pass  # a claim this pod cannot write: no sync can change it either
         held = held_generation(target)
-        doc["held_generation"] = held
-        if held is None:
+        refused = refused_generation(target)
+        doc["held_generation"], doc["refused_generation"] = held, refused
+        if held is None and not refused:
             doc["skipped"] = "the tier holds no generation yet; nothing to report"
             return doc
-        reloaded = None if api is None else Outcome.recorded(api, held, local.served())
+        reloaded = (
+            None if api is None or held is None else Outcome.recorded(api, held, local.served())
+        )
         if reloaded is not None:
             doc["served_generation"] = reloaded.served
             doc["reload_failed_pods"] = reloaded.failed
         reporter = Reporter(url, {**labels, "tier": name})
-        doc["pushed"] = reporter.push(held, reloaded)
+        doc["pushed"] = reporter.push(held, reloaded, refused)
         if not doc["pushed"]:
             doc["error"] = reporter.error
     return doc

@@ -49,3 +49,9 @@ class StoreDenied(WeightsError):
 class PublishRaced(WeightsError):
     """Another publisher wrote the store's index, or the same generation's files, first:
     nothing of this run is named by the index; publish again on top of it."""
+
+
+class SignatureRefused(WeightsError):
+    """The generation is not signed as the spec's trust requires (no signature, another
+    key or identity, a file changed, added or removed after signing, or a signature of
+    another generation): the old directory is kept and no engine is asked to load it."""

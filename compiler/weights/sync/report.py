@@ -15,7 +15,7 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
-from compiler.names import RELOAD_FAILED_METRIC, SERVED_METRIC
+from compiler.names import REFUSED_METRIC, RELOAD_FAILED_METRIC, SERVED_METRIC
 from compiler.names import SYNC_JOB as JOB
 from compiler.names import WEIGHTS_METRIC as METRIC
 
@@ -24,6 +24,9 @@ SERVED_HELP = (
     "Model generation every engine pod of this standby tier confirmed serving (0: not known)"
 )
 FAILED_HELP = "Engine pods of this standby tier that did not load the generation on disk"
+REFUSED_HELP = (
+    "Model generation whose signature this standby tier's last sync refused (0: it refused none)"
+)
 
 
 class Reloaded(Protocol):
@@ -44,14 +47,19 @@ class Reporter:
     timeout: float = 10.0
     error: str = ""
 
-    def push(self, generation: int | None, reloaded: Reloaded | None = None) -> bool:
-        """Push the generation held (None: nothing) and, for a tier whose engines reload,
-        what they serve; False (and ``error``) if the push failed."""
+    def push(
+        self, generation: int | None, reloaded: Reloaded | None = None, refused: int | None = None
+    ) -> bool:
+        """Push the generation held (None: nothing), for a tier whose engines reload what
+        they serve, and for a tier that verifies signatures what it refused; False (and
+        ``error``) if the push failed."""
         registry = CollectorRegistry()
         Gauge(METRIC, HELP, registry=registry).set(generation or 0)
         if reloaded is not None:
             Gauge(SERVED_METRIC, SERVED_HELP, registry=registry).set(reloaded.served or 0)
             Gauge(RELOAD_FAILED_METRIC, FAILED_HELP, registry=registry).set(reloaded.failed)
+        if refused is not None:
+            Gauge(REFUSED_METRIC, REFUSED_HELP, registry=registry).set(refused)
         for attempt in range(self.attempts):
             try:
                 push_to_gateway(
