@@ -12,7 +12,7 @@ from fractions import Fraction
 from pathlib import PurePosixPath
 from typing import Any
 
-from compiler import names, units
+from compiler import names, trust, units
 from compiler.failover import FailoverPlan, Inputs, analyse
 from compiler.names import Names
 from compiler.spec import (
@@ -25,6 +25,7 @@ from compiler.spec import (
     ScheduleTrigger,
     StandbySpec,
     StoreCredentials,
+    Verify,
     cron_longest_gap,
 )
 
@@ -126,6 +127,7 @@ class SyncPlan:
     # restart without persistence): the longest wait for the weight-report CronJob, and
     # REPORT_MARGIN_MS for its Job to start and push and Prometheus to scrape.
     report_bridge_ms: int
+    verify: Verify | None = None  # what each generation must be signed with
 
     @property
     def scheduled(self) -> bool:
@@ -285,6 +287,7 @@ class Plan:
             out.append(f"a store served at {sync.store.url} (standbyc weights publish output)")
         if sync.store.credentials is not None:
             out.append(self._store_credentials(sync.store.credentials))
+        out += [trust.requirement(self.namespace, sync.verify)] if sync.verify else []
         if sync.pushgateway:
             out.append(
                 f"a Pushgateway at {sync.pushgateway}, scraped by Prometheus with "
@@ -405,6 +408,7 @@ def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
         report_labels={"namespace": spec.metadata.namespace, "standbyc_spec": spec.metadata.name},
         report_schedule=ws.report.schedule if ws.report.pushgateway else None,
         report_bridge_ms=report_bridge_ms(ws.report.schedule),
+        verify=ws.verify,
     )
 
 

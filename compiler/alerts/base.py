@@ -17,6 +17,7 @@ sandbox, ``container=""``, one series per interface) and two kube-state-metrics 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,8 +108,13 @@ class Alert:
 
 
 def selector(matchers: dict[str, str], regex: dict[str, str] | None = None) -> str:
+    """A PromQL selector; a ``regex`` that is one plain value (one tier) is an equality
+    matcher, as pint asks."""
     parts = [f'{k}="{v}"' for k, v in matchers.items()]
-    parts += [f'{k}=~"{v}"' for k, v in (regex or {}).items()]
+    parts += [
+        f'{k}="{v}"' if re.fullmatch(r"[\w-]+", v) else f'{k}=~"{v}"'
+        for k, v in (regex or {}).items()
+    ]
     return "{" + ", ".join(parts) + "}"
 
 

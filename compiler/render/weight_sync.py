@@ -15,7 +15,7 @@ import math
 from pathlib import PurePosixPath
 from typing import Any
 
-from compiler import names, units
+from compiler import names, trust, units
 from compiler.plan import Plan, TierPlan
 from compiler.render.base import Emitted, Renderer, filename
 from compiler.spec import IrsaCredentials, ProfileCredentials, SecretCredentials
@@ -68,6 +68,8 @@ def job_args(plan: Plan, tier: TierPlan) -> list[str]:
         ]
         if tier.reload.api == "triton":
             args += ["--engine-model", tier.reload.model]
+    if sync.verify is not None:  # each generation's signature, checked before the swap
+        args += trust.job_args(sync.verify)
     if sync.pushgateway:
         args += ["--pushgateway", sync.pushgateway]
         for key, value in {**sync.report_labels, "tier": tier.name}.items():
@@ -144,6 +146,9 @@ def _job_spec(plan: Plan, r: Renderer, tier: TierPlan) -> Any:
         "mount": sync.mount,
         "claim": sync.claim,
     }
+    if sync.verify is not None:
+        context |= {"verify_volume": trust.volume(sync.verify), "verify_dir": trust.VERIFY_DIR,
+                    "fail_on_exit": trust.REFUSED_EXIT}  # fmt: skip
     return r.render_data("weight-sync-jobspec.yaml.j2", context)
 
 
