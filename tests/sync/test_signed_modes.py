@@ -19,6 +19,7 @@ from compiler.weights.sync.publish import publish as store_publish
 from compiler.weights.sync.signed import MARKER, marker_bytes
 from tests.servers import Pushgateway
 from tests.sync.conftest import Nginx, publish, run_standbyc, sha256, tree_bytes
+from tests.sync.minisigstore import Sigstore
 from tests.sync.signing import LABELS, Keys, key_trust, pushed, reports, sync
 from tests.sync.test_s3 import BUCKET, S3, s3  # noqa: F401 - the versitygw fixture
 
@@ -210,3 +211,51 @@ def test_an_s3_publish_and_a_merged_delta_keep_the_signature(
 def test_verify_flags_are_checked(flags: list[str], message: str, tmp_path: Path) -> None:
     code, _, err = sync(tmp_path / "t", "http://127.0.0.1:9/", 1, *flags)
     assert code == 2 and message in err, err
+
+
+def test_keyless_sigstore_signatures_verify_offline_with_their_trust_root(
+    signed: dict[int, Path], nginx: Nginx, tmp_path: Path
+) -> None:
+    """Generation 1 signed through a Sigstore instance of the test's own (Fulcio, CT log,
+    Rekor: tests/sync/minisigstore.py) as release@example.com; verified with that
+    instance's trust configuration, offline, for that identity and issuer only."""
+    sigstore, issuer = Sigstore(), "https://issuer.example"
+    trust = sigstore.trust_config(tmp_path / "trust_config.json")
+    model = tmp_path / "g1"
+    shutil.copytree(signed[1], model)
+    sigstore.rewrap(model / "model.sig", "release@example.com", issuer)
+    store_publish(model, nginx.root, 1)
+    target = tmp_path / "weights/hot/llama"
+
+    def keyless(identity: str, issuer: str, config: Path = trust) -> list[str]:
+        return ["--verify", "sigstore", "--verify-trust", str(config),
+                "--verify-identity", identity, "--verify-issuer", issuer]  # fmt: skip
+
+    for flags, why in [
+        (keyless("intruder@example.com", issuer), "SANs do not match intruder@example.com"),
+        (keyless("release@example.com", "https://other.example"), "OIDCIssuer does not match"),
+        (keyless("release@example.com", issuer, Sigstore("other.test").trust_config(
+            tmp_path / "other.json")), "failed to build timestamp certificate chain"),
+    ]:  # fmt: skip
+        code, doc, err = sync(target, nginx.url, 1, *flags)
+        assert code == 7 and why in doc["error"], err
+        assert not target.exists()
+    code, doc, err = sync(target, nginx.url, 1, *keyless("release@example.com", issuer))
+    assert code == 0, err
+    assert doc["verified"]["trust"].startswith("Sigstore identity release@example.com"), doc
+    # The log's promise altered (another time of signing): the entry no longer verifies.
+    bundle = json.loads((model / "model.sig").read_text())
+    entry = bundle["verificationMaterial"]["tlogEntries"][0]
+    entry["integratedTime"] = str(int(entry["integratedTime"]) + 1)
+    (model / "model.sig").write_text(json.dumps(bundle))
+    store_publish(model, tmp_path / "tampered", 1)
+    shutil.rmtree(nginx.root)
+    shutil.copytree(tmp_path / "tampered", nginx.root)
+    shutil.rmtree(target.parent)
+    code, doc, err = sync(target, nginx.url, 1, *keyless("release@example.com", issuer))
+    assert code == 7 and "invalid inclusion promise" in doc["error"], err
+    # A signature made with a key, not through Sigstore, is no keyless signature.
+    shutil.rmtree(nginx.root)
+    store_publish(signed[1], nginx.root, 1)
+    code, doc, err = sync(target, nginx.url, 1, *keyless("release@example.com", issuer))
+    assert code == 7, err
