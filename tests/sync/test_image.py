@@ -14,21 +14,17 @@ from importlib import metadata
 from pathlib import Path
 
 import yaml
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from compiler.spec import SYNC_IMAGE
 from tests.conftest import REPO
 from tests.sync.conftest import Nginx, job_command, job_container, publish, sha256, with_arg
+from tests.sync.image import LISTED, STAGES, closure
 from tests.sync.signing import Keys
 
-DOCKERFILE = (REPO / "Dockerfile").read_text()
-STAGES = {s.split("\n", 1)[0].rsplit(" AS ", 1)[1]: s for s in DOCKERFILE.split("\nFROM ")[1:]}
-BUILD, FINAL = STAGES["build"], STAGES["sync"]
+FINAL = STAGES["sync"]
 # Installed by pyproject.toml for the compiler, never imported by `weights sync`.
 COMPILER_ONLY = ("jinja2", "ruamel", "jsonschema", "kubernetes_validate", "yaml")
-# What the build stage wheels with its dependencies (the image installs these and standbyc).
-LISTED = set(re.findall(r"^ +(numpy .*)$", BUILD, re.MULTILINE)[0].split())
 
 
 def _instruction(name: str) -> str:
@@ -117,23 +113,6 @@ def _run_blocked(
     return proc, cwd
 
 
-def _closure(names: Iterable[str]) -> set[str]:
-    """The distributions pip installs for ``names``: each, and what it requires (markers
-    evaluated for this interpreter, no extras), as installed here."""
-    seen: set[str] = set()
-    todo = list(names)
-    while todo:
-        name = canonicalize_name(todo.pop())
-        if name in seen:
-            continue
-        seen.add(name)
-        for line in metadata.requires(name) or []:
-            req = Requirement(line)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name)
-    return seen
-
-
 def _outside(closure: set[str]) -> set[str]:
     """Top-level modules of the installed distributions the image does not hold."""
     return {
@@ -149,8 +128,8 @@ def test_the_image_holds_what_verification_imports(
     """A signed sync (weightSync.verify, the key from its mount) with every module the
     image's packages do not bring blocked: it verifies and swaps in. model-signing does not
     declare pyOpenSSL; without the Dockerfile's own pyopenssl the image would lack it."""
-    image = _closure(LISTED)
-    assert "pyopenssl" in image and "pyopenssl" not in _closure(LISTED - {"pyopenssl"})
+    image = closure(LISTED)
+    assert "pyopenssl" in image and "pyopenssl" not in closure(LISTED - {"pyopenssl"})
     assert {"sigstore", "cryptography", "blake3"} <= image
     publish(signed[2], nginx.root, 2)
     weights = tmp_path / "weights"
