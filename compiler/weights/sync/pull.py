@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from compiler.fsutil import exchange, fsync_path
 from compiler.weights.apply import apply
@@ -57,9 +57,7 @@ from compiler.weights.sync.store import (
     parse_index,
     plan_route,
 )
-
-if TYPE_CHECKING:  # model_signing is imported for a signed sync only
-    from compiler.weights.sync.verify import Verifier as Verify
+from compiler.weights.sync.verify import Verifier as Verify
 
 KEEP, PATCH, WHOLE = "kept", "patched", "whole"
 HOWS = (KEEP, PATCH, WHOLE)
@@ -430,6 +428,8 @@ def _update(
             result.status = "current"
             return
         steps = plan_files(gen, current)
+        if verify is not None:
+            verify.prefetch()  # the library's import, beside the downloads and the rebuild
         result.route = route.reason
         result.files = {k: [s.file.name for s in steps if s.how == k] for k in HOWS}
         t1 = time.perf_counter()

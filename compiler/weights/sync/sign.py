@@ -172,7 +172,6 @@ def _sign(directory: Path, generation: int, signer: Signer, excludes: Sequence[s
         leftover.unlink()
     try:
         _write(directory / MARKER, marker_bytes(generation))
-        (directory / SIGNATURE).unlink(missing_ok=True)  # never hashed as a file
     except OSError as exc:
         raise StoreError(
             f"{directory}: cannot write {MARKER} and {SIGNATURE} there ({exc.strerror}); "

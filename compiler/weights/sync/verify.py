@@ -24,8 +24,10 @@ next sync's hard links change it on files it keeps, not their bytes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +124,15 @@ class Verifier:
     """Verification for one target's syncs, with its record in ``verify.json``."""
 
     trust: Trust
+    _import: threading.Thread | None = None
+
+    def prefetch(self) -> None:
+        """Import the model-signing library (and sigstore under it) in a thread while the
+        sync downloads and rebuilds: about 0.4 s of CPU that would otherwise stand between
+        the rebuild and the swap. check() then finds it imported (or waits on its lock)."""
+        if self._import is None:
+            self._import = threading.Thread(target=_import_library, daemon=True)
+            self._import.start()
 
     def check(self, local: Local, directory: Path, generation: int) -> dict[str, Any]:
         """Verify ``directory`` (the staged one, or the target itself when it already
@@ -165,6 +176,11 @@ class Verifier:
         tmp = local.state / f"{STATE}.tmp"
         tmp.write_text(json.dumps(doc, sort_keys=True) + "\n")
         tmp.replace(local.state / STATE)
+
+
+def _import_library() -> None:
+    with contextlib.suppress(ImportError):  # then check() says so
+        import model_signing.verifying  # noqa: F401, PLC0415
 
 
 def read_state(local: Local) -> dict[str, Any]:
