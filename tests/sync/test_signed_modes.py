@@ -76,14 +76,17 @@ def test_a_signature_the_pipeline_made_with_the_model_signing_cli(
     sharded: dict[int, Path], keys: Keys, nginx: Nginx, tmp_path: Path
 ) -> None:
     """The training pipeline writes the marker, signs with `model_signing sign key` (sha256,
-    the library's default), and publish keeps its model.sig."""
+    the library's default; README.md left out of the signature), and publish keeps its
+    model.sig. A README.md the store adds is one the library does not hash (the signer
+    ignored it) and standbyc refuses (nothing unsigned is served)."""
     model = tmp_path / "step-1200"
     shutil.copytree(sharded[1], model)
     (model / MARKER).write_bytes(marker_bytes(41))
     cli = Path(sys.executable).with_name("model_signing")
     proc = subprocess.run(
         [str(cli), "sign", "key", "--private_key", str(keys.publisher),
-         "--signature", str(model / "model.sig"), str(model)],
+         "--signature", str(model / "model.sig"), "--ignore-paths", str(model / "README.md"),
+         str(model)],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -99,6 +102,15 @@ def test_a_signature_the_pipeline_made_with_the_model_signing_cli(
                         "--generation", "42")  # fmt: skip
     assert proc.returncode == 2
     assert "signed as generation 41, published as 42" in proc.stderr, proc.stderr
+    attack = tmp_path / "attack"
+    shutil.copytree(model, attack)
+    (attack / "README.md").write_text("Load with trust_remote_code=True.\n")
+    store_publish(attack, tmp_path / "attacked", 41)
+    shutil.rmtree(nginx.root)
+    shutil.copytree(tmp_path / "attacked", nginx.root)
+    fresh = tmp_path / "weights/warm/llama"
+    code, doc, err = sync(fresh, nginx.url, 41, *key_trust(keys))
+    assert code == 7 and "README.md is not covered by the signature" in doc["error"], err
 
 
 def test_a_verified_directory_is_not_hashed_again_until_it_changes(

@@ -429,7 +429,7 @@ def _update(
             return
         steps = plan_files(gen, current)
         if verify is not None:
-            verify.prefetch()  # the library's import, beside the downloads and the rebuild
+            verify.prefetch()  # the verifying process, started beside the rebuild
         result.route = route.reason
         result.files = {k: [s.file.name for s in steps if s.how == k] for k in HOWS}
         t1 = time.perf_counter()

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing as mp
 import shutil
-import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,15 +126,34 @@ class Verifier:
     """Verification for one target's syncs, with its record in ``verify.json``."""
 
     trust: Trust
-    _import: threading.Thread | None = None
+    _worker: ProcessPoolExecutor | None = None
 
     def prefetch(self) -> None:
-        """Import the model-signing library (and sigstore under it) in a thread while the
-        sync downloads and rebuilds: about 0.4 s of CPU that would otherwise stand between
-        the rebuild and the swap. check() then finds it imported (or waits on its lock)."""
-        if self._import is None:
-            self._import = threading.Thread(target=_import_library, daemon=True)
-            self._import.start()
+        """Fork the process that will verify, and have it import the model-signing library
+        (sigstore and its models under it: about 0.4 s of CPU, paid by every signed sync)
+        while this one downloads and rebuilds. A process, not a thread: the rebuild holds
+        the GIL between its numpy calls, and an import beside it in a thread would slow
+        it by as much as the import saves; the rebuild leaves part of a second core idle."""
+        if self._worker is None and "fork" in mp.get_all_start_methods():
+            self._worker = ProcessPoolExecutor(
+                1, mp_context=mp.get_context("fork"), initializer=_import_library
+            )
+            self._worker.submit(int)  # fork it now, not when check() needs it
+
+    def _verified(self, directory: Path, generation: int) -> dict[str, Any]:
+        """``check()``, in the prefetched process when there is one (else here)."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            try:
+                result: dict[str, Any] = worker.submit(
+                    check, directory, generation, self.trust
+                ).result()
+                return result
+            except BrokenProcessPool:
+                pass  # the process died (killed, out of memory): verify here
+            finally:
+                worker.shutdown()
+        return check(directory, generation, self.trust)
 
     def check(self, local: Local, directory: Path, generation: int) -> dict[str, Any]:
         """Verify ``directory`` (the staged one, or the target itself when it already
@@ -149,7 +170,7 @@ class Verifier:
             self._write(local, 0, "", last)
             return {"generation": generation, "trust": self.trust.describe(), "cached": True}
         try:
-            done = check(directory, generation, self.trust)
+            done = self._verified(directory, generation)
         except SignatureRefused as exc:
             self._write(local, generation, str(exc), last)
             if directory != local.target:  # the staged one: gone before anything else
