@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from compiler.errors import EXIT_REFUSED
 from compiler.spec import CertificateVerify, KeyVerify, TrustFile, Verify
 
 VERIFY_DIR = "/etc/standbyc/verify"
 VOLUME = "verify"
-# weights sync's exit code for a refused signature (compiler.errors.EXIT_REFUSED): the Job
-# fails at once, since a retry would fetch and refuse the same generation again.
-REFUSED_EXIT = 7
+# weights sync's exit code for a refused signature: the Job fails at once on it, since a
+# retry would fetch and refuse the same generation again.
+REFUSED_EXIT = EXIT_REFUSED
 
 
 def trust_file(verify: Verify) -> TrustFile:
@@ -63,5 +64,6 @@ def requirement(namespace: str, verify: Verify) -> str:
     return (
         f"{_source(namespace, f)} with the key {f.key}: {what}; every generation signed "
         "(standbyc weights publish --sign-key, or model.sig and standbyc-generation.json "
-        "written by your pipeline), or the Jobs refuse it (exit 7, StandbyWeightsRefused)"
+        f"written by your pipeline), or the Jobs refuse it (exit {REFUSED_EXIT}, "
+        "StandbyWeightsRefused)"
     )
