@@ -1,8 +1,9 @@
 """Signed generations, tested as an attacker would try them.
 
 A publisher signs each generation with `weights publish --sign-key` (OpenSSF Model
-Signing, real EC keys made here); a store served by nginx; a standby that holds signed
-generation 1 and syncs generation 2 with `--verify`. The attacker can write the store: it
+Signing, real EC keys made here); a store served by nginx, or held in a bucket of versitygw;
+a standby that holds signed generation 1 and syncs generation 2 with `--verify`. The
+attacker can write the store (the served directory; the bucket, with S3 PUTs): it
 republishes generation 2 with its own bytes and a consistent index (standbyc's own publish,
 called past the command line's checks), or replays another generation. Every attack ends
 in exit 7 with a message naming what failed, the standby's directory byte for byte what it
@@ -15,7 +16,9 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +26,51 @@ from compiler.weights.sync.publish import publish as store_publish
 from tests.servers import Pushgateway
 from tests.sync.conftest import Nginx, publish, tree_bytes
 from tests.sync.signing import Keys, Listener, key_trust, pushed, reports, sync
+from tests.sync.test_s3 import BUCKET, S3, s3  # noqa: F401 - the versitygw fixture
+
+# --- the store the attacker writes -----------------------------------------------------------
+
+
+@dataclass
+class Store:
+    """Where generations are published and how the standby reads them: a directory nginx
+    serves, or a versitygw bucket, every object written with S3 PUTs as another tool
+    would (``client``)."""
+
+    root: Path  # what publish writes
+    source: str
+    client: Any = None
+    env: dict[str, str] | None = None
+
+    def put(self, model: Path, generation: int) -> None:
+        store_publish(model, self.root, generation)
+        if self.client is None:
+            return
+        files = sorted(p for p in self.root.rglob("*") if p.is_file() and p.name != "index.json")
+        for path in [*files, self.root / "index.json"]:  # the index last, as publish does
+            key = f"m/{path.relative_to(self.root).as_posix()}"
+            self.client.upload_file(str(path), BUCKET, key)
+
+    def reset(self) -> None:
+        shutil.rmtree(self.root)
+        self.root.mkdir()
+        if self.client is not None:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=BUCKET, Prefix="m/"
+            )
+            for obj in (o for page in pages for o in page.get("Contents", [])):
+                self.client.delete_object(Bucket=BUCKET, Key=obj["Key"])
+
+
+@pytest.fixture(params=["nginx", "versitygw"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "nginx":
+        nginx: Nginx = request.getfixturevalue("nginx")
+        return Store(nginx.root, nginx.url)
+    bucket: S3 = request.getfixturevalue("s3")
+    (tmp_path / "bucket/m").mkdir(parents=True)
+    return Store(tmp_path / "bucket/m", f"s3://{BUCKET}/m", bucket.client, bucket.env())
+
 
 # --- what the attacker publishes as generation 2 --------------------------------------------
 
@@ -110,24 +158,24 @@ def test_an_attack_on_the_store_is_refused_and_changes_nothing(
     attack: str,
     signed: dict[int, Path],
     keys: Keys,
-    nginx: Nginx,
+    store: Store,
     tmp_path: Path,
     *,
     engine: Listener,
     pushgateway: Pushgateway,
 ) -> None:
     build, message = ATTACKS[attack]
-    store_publish(signed[1], nginx.root, 1)
+    store.put(signed[1], 1)
     target = tmp_path / "weights/hot/llama"
-    code, doc, err = sync(target, nginx.url, 1, *key_trust(keys), *reports(pushgateway.url))
+    trust, env = key_trust(keys), store.env
+    code, doc, err = sync(target, store.source, 1, *trust, *reports(pushgateway.url), env=env)
     assert code == 0, err
     assert doc["verified"]["generation"] == 1, doc
     before = tree_bytes(target)
     # The attacker publishes its generation 2: the index is consistent with its files.
-    store_publish(build(signed, tmp_path, keys), nginx.root, 2)
-    code, doc, err = sync(
-        target, nginx.url, 2, *key_trust(keys), *engine.asks(target), *reports(pushgateway.url)
-    )
+    store.put(build(signed, tmp_path, keys), 2)
+    code, doc, err = sync(target, store.source, 2, *trust, *engine.asks(target),
+                          *reports(pushgateway.url), env=env)  # fmt: skip
     assert code == 7, err
     assert f"{target}: generation 2 refused: " in doc["error"], doc["error"]
     assert message in doc["error"], doc["error"]
@@ -139,16 +187,15 @@ def test_an_attack_on_the_store_is_refused_and_changes_nothing(
     assert pushed(metrics, "standbyc_weights_refused_generation") == 2
     assert pushed(metrics, "standbyc_weights_generation") == 1
     # The same store again: refused again, and still nothing changed.
-    code, doc, err = sync(target, nginx.url, 2, *key_trust(keys), *engine.asks(target))
+    code, doc, err = sync(target, store.source, 2, *trust, *engine.asks(target), env=env)
     assert code == 7 and tree_bytes(target) == before, err
+    assert engine.requests == []
     # The publisher's own generation 2: verified, swapped in, and the engines are asked.
-    shutil.rmtree(nginx.root)
-    nginx.root.mkdir()
-    store_publish(signed[1], nginx.root, 1)
-    store_publish(signed[2], nginx.root, 2)
-    code, doc, err = sync(
-        target, nginx.url, 2, *key_trust(keys), *engine.asks(target), *reports(pushgateway.url)
-    )
+    store.reset()
+    store.put(signed[1], 1)
+    store.put(signed[2], 2)
+    code, doc, err = sync(target, store.source, 2, *trust, *engine.asks(target),
+                          *reports(pushgateway.url), env=env)  # fmt: skip
     assert code == 5, err  # the listener is no engine: asked, it did not load
     assert doc["verified"]["generation"] == 2, doc
     assert tree_bytes(target) == tree_bytes(signed[2])
