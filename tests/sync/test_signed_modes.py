@@ -20,7 +20,7 @@ from compiler.weights.sync.signed import MARKER, marker_bytes
 from tests.servers import Pushgateway
 from tests.sync.conftest import Nginx, publish, run_standbyc, sha256, tree_bytes
 from tests.sync.minisigstore import Sigstore
-from tests.sync.signing import LABELS, Keys, key_trust, pushed, reports, sync
+from tests.sync.signing import LABELS, Keys, Listener, key_trust, pushed, reports, sync
 from tests.sync.test_s3 import BUCKET, S3, s3  # noqa: F401 - the versitygw fixture
 
 
@@ -42,7 +42,7 @@ def _cert_signed(src: Path, dest: Path, generation: int, leaf: tuple[Path, Path]
 
 
 def test_a_certificate_chain_and_its_identity(
-    sharded: dict[int, Path], keys: Keys, nginx: Nginx, tmp_path: Path
+    sharded: dict[int, Path], keys: Keys, nginx: Nginx, engine: Listener, tmp_path: Path
 ) -> None:
     release = keys.pki.leaf("release@example.com")
     intruder = keys.pki.leaf("intruder@example.com")  # the same PKI, another identity
@@ -60,16 +60,19 @@ def test_a_certificate_chain_and_its_identity(
     ]:  # fmt: skip
         attack = _cert_signed(sharded[2], tmp_path / f"g2-{name}", 2, leaf)
         store_publish(attack, nginx.root, 2)
-        code, doc, err = sync(target, nginx.url, 2, *cert_trust(keys))
+        code, doc, err = sync(target, nginx.url, 2, *cert_trust(keys), *engine.asks(target))
         assert code == 7, err
         assert why in doc["error"], doc["error"]
         assert tree_bytes(target) == before
+        assert engine.requests == []
         shutil.rmtree(nginx.root)
         nginx.root.mkdir()
         store_publish(tmp_path / "g1", nginx.root, 1)
     # A key alone, without the chain's identity, does not pass for a certificate either.
-    code, doc, err = sync(target, nginx.url, 1, *cert_trust(keys, "someone@example.com"))
+    code, doc, err = sync(target, nginx.url, 1, *cert_trust(keys, "someone@example.com"),
+                          *engine.asks(target))  # fmt: skip
     assert code == 7 and "not someone@example.com" in doc["error"], err
+    assert tree_bytes(target) == before and engine.requests == []
 
 
 def test_a_signature_the_pipeline_made_with_the_model_signing_cli(
@@ -208,6 +211,11 @@ def test_an_s3_publish_and_a_merged_delta_keep_the_signature(
     assert "(merged 1-3)" in doc["route"], doc["route"]
     assert doc["verified"]["generation"] == 3
     assert sha256(target / "model.safetensors") == sha256(generations[3])
+    # Exactly the signed directory: its weights rebuilt from two deltas merged, the marker
+    # and model.sig, byte for byte what publish signed.
+    assert tree_bytes(target) == tree_bytes(tmp_path / "g3")
+    assert sorted(tree_bytes(target)) == ["config.json", "model.safetensors", "model.sig",
+                                          "standbyc-generation.json"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -226,7 +234,7 @@ def test_verify_flags_are_checked(flags: list[str], message: str, tmp_path: Path
 
 
 def test_keyless_sigstore_signatures_verify_offline_with_their_trust_root(
-    signed: dict[int, Path], nginx: Nginx, tmp_path: Path
+    signed: dict[int, Path], nginx: Nginx, engine: Listener, tmp_path: Path
 ) -> None:
     """Generation 1 signed through a Sigstore instance of the test's own (Fulcio, CT log,
     Rekor: tests/sync/minisigstore.py) as release@example.com; verified with that
@@ -249,9 +257,9 @@ def test_keyless_sigstore_signatures_verify_offline_with_their_trust_root(
         (keyless("release@example.com", issuer, Sigstore("other.test").trust_config(
             tmp_path / "other.json")), "failed to build timestamp certificate chain"),
     ]:  # fmt: skip
-        code, doc, err = sync(target, nginx.url, 1, *flags)
+        code, doc, err = sync(target, nginx.url, 1, *flags, *engine.asks(target))
         assert code == 7 and why in doc["error"], err
-        assert not target.exists()
+        assert not target.exists() and engine.requests == []
     code, doc, err = sync(target, nginx.url, 1, *keyless("release@example.com", issuer))
     assert code == 0, err
     assert doc["verified"]["trust"].startswith("Sigstore identity release@example.com"), doc
