@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import yaml
 from compiler import kinds as table
 from compiler import pipeline
 from compiler.cli import build_parser
-from tests.conftest import REPO, Run, run_cli
+from tests.conftest import CASES, REPO, Run, run_cli
 
 
 def test_no_command_is_a_usage_error() -> None:
@@ -120,6 +121,20 @@ def test_other_yaml_in_the_specs_directory_is_skipped_and_said(tmp_path: Path) -
         f"standbyc: warning: {specs}/kustomization.yaml (kind: Kustomization): skipped, "
         f"not a StandbySpec\n{unsigned(specs / 'engine.yaml', '1:1')}"
     )
+
+
+def test_an_unsigned_weight_sync_is_warned_about_once_per_spec(tmp_path: Path) -> None:
+    """Three sync tiers, one warning; a spec with weightSync.verify, none."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "a.yaml").write_text(
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: a, namespace: n}\n"
+    )
+    shutil.copyfile(CASES / "verify-key/spec.yaml", specs / "b.yaml")
+    result = run_cli("compile", str(specs), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0, result.err
+    assert result.err == "standbyc: " + unsigned(specs / "a.yaml", "1:1")
+    assert result.out.count("Secret serving/model-signing with the key publisher.pub") == 1
 
 
 def test_a_spec_without_a_namespace_is_warned_about(tmp_path: Path) -> None:
