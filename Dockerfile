@@ -1,5 +1,6 @@
 # The image the weight-sync Jobs run: `standbyc weights sync`, and nothing the compiler
-# needs besides (no pydantic, jinja2, ruamel.yaml, jsonschema or schemas).
+# needs besides (no jinja2, ruamel.yaml, jsonschema or schemas; pydantic comes with
+# sigstore, for signed generations).
 #
 #   make image                       # docker build -t standbyc:<version> .
 #
@@ -32,6 +33,8 @@ WORKDIR /tmp
 # botocore (with jmespath, python-dateutil, urllib3; about 35 MB installed) signs the
 # requests to a private s3:// store with the credentials of the environment, a profile or
 # IRSA's web identity; the downloads stay standbyc's own (docs/weight-sync.md).
+# model-signing (with sigstore, cryptography, pydantic, ...) verifies each generation's
+# signature (weightSync.verify); it imports pyOpenSSL without declaring it.
 FROM docker.io/library/python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
@@ -39,7 +42,7 @@ COPY compiler ./compiler
 COPY templates ./templates
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && pip wheel --wheel-dir /wheels --constraint constraints.txt \
-      numpy zstandard xxhash rich prometheus-client botocore
+      numpy zstandard xxhash rich prometheus-client botocore model-signing pyopenssl
 
 # The default target (the last stage): the weight-sync Jobs' image.
 FROM docker.io/library/python:3.11-slim AS sync

@@ -70,7 +70,8 @@ lint: install
 ## and a damaged or planted state directory, a read-only claim, a dead store and a publish
 ## whose weights change, the same way; a 64-generation chain from real training:
 ## lagging standbys with merged deltas, today's planner, a full copy and TRL's format; one merge
-## on a 255 MiB model, in worker processes and in one
+## on a 255 MiB model, in worker processes and in one; a signed generation's verification against
+## the sync it is part of, and what model-signing adds to the image
 bench: tools $(TORCH_STAMP)
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
@@ -85,6 +86,7 @@ bench: tools $(TORCH_STAMP)
 	$(PY) bench/attack_bench.py
 	$(PY) bench/chain_bench.py
 	$(PY) bench/merge_bench.py
+	$(PY) bench/verify_bench.py
 
 ## image: the image the weight-sync Jobs run (needs a Docker engine; not used by the tests)
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)

@@ -18,6 +18,7 @@ EXIT_UNREACHABLE = 4  # weights sync: the store did not answer after every retry
 EXIT_NOT_LOADED = 5  # weights sync: on disk, but some engine pods did not load it
 EXIT_LOST_RACE = 6  # weights publish: another publisher wrote the store's index first
 EXIT_BLOCKED = 7  # weights publish: a stopped publish's objects block the generation
+EXIT_REFUSED = 8  # weights sync: the generation is not signed as the trust requires
 
 
 @dataclass(frozen=True)

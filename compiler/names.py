@@ -31,6 +31,8 @@ RELOAD_FAILED_METRIC = "standbyc_weights_reload_failed_pods"
 SYNC_BYTES_METRIC = "standbyc_weights_sync_bytes"
 SYNC_SECONDS_METRIC = "standbyc_weights_sync_duration_seconds"
 RELOAD_SECONDS_METRIC = "standbyc_weights_reload_duration_seconds"
+# With weightSync.verify: the generation the tier's last sync refused (0: none).
+REFUSED_METRIC = "standbyc_weights_refused_generation"
 # What the spec wants them to hold (spec.model.generation), recorded in the rule group.
 WEIGHTS_WANTED = "standbyc:weights_generation:wanted"
 SYNC_JOB = "standbyc-weight-sync"

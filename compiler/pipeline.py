@@ -177,6 +177,16 @@ def _spec_warnings(loaded: LoadedSpec, plan: Plan) -> tuple[Diagnostic, ...]:
             )
         )
     warnings += _byte_bandwidths(loaded)
+    if plan.sync.tiers and plan.sync.verify is None:
+        warnings.append(
+            Diagnostic(
+                loaded.positions.locate(loaded.source, ("spec", "weightSync")),
+                "spec.weightSync.verify is not set: the weight-sync Jobs swap in whatever the "
+                "store serves, so anyone who can write the store (or answer in its place) "
+                "changes what is served; sign generations (weights publish --sign-key) and "
+                "set verify",
+            )
+        )
     return tuple(warnings)
 
 

@@ -13,7 +13,7 @@ from fractions import Fraction
 from pathlib import PurePosixPath
 from typing import Any
 
-from compiler import engines, names, units
+from compiler import engines, names, trust, units
 from compiler.failover import FailoverPlan, Inputs, analyse
 from compiler.names import Names
 from compiler.spec import (
@@ -27,6 +27,7 @@ from compiler.spec import (
     ScheduleTrigger,
     StandbySpec,
     StoreCredentials,
+    Verify,
     cron_longest_gap,
 )
 from compiler.weights import BUDGET_COPIES, BUDGET_SLACK
@@ -147,6 +148,7 @@ class SyncPlan:
     # restart without persistence): the longest wait for the weight-report CronJob, and
     # REPORT_MARGIN_MS for its Job to start and push and Prometheus to scrape.
     report_bridge_ms: int
+    verify: Verify | None = None  # what each generation must be signed with
 
     @property
     def scheduled(self) -> bool:
@@ -317,6 +319,7 @@ class Plan:
             out.append(f"a store served at {sync.store.url} (standbyc weights publish output)")
         if sync.store.credentials is not None:
             out.append(self._store_credentials(sync.store.credentials))
+        out += [trust.requirement(self.namespace, sync.verify)] if sync.verify else []
         if sync.pushgateway:
             out.append(
                 f"a Pushgateway at {sync.pushgateway}, scraped by Prometheus with "
@@ -453,6 +456,7 @@ def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
         report_labels={"namespace": spec.metadata.namespace, "standbyc_spec": spec.metadata.name},
         report_schedule=ws.report.schedule if ws.report.pushgateway else None,
         report_bridge_ms=report_bridge_ms(ws.report.schedule),
+        verify=ws.verify,
     )
 
 

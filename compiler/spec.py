@@ -689,6 +689,58 @@ class WeightReport(Model):
     )
 
 
+_CONFIG_KEY = re.compile(r"^[A-Za-z0-9][-._A-Za-z0-9]{0,252}$")
+ConfigKey = Annotated[
+    str, _pattern(_CONFIG_KEY, "Secret or ConfigMap key"), _schema(_CONFIG_KEY.pattern)
+]
+Identity = Annotated[FreeText, Field(min_length=1)]
+
+
+class TrustFile(Model):
+    """A file from a Secret or a ConfigMap of the namespace, mounted read-only into the
+    weight-sync Jobs."""
+
+    secret_name: Name | None = None
+    config_map_name: Name | None = None
+    key: ConfigKey = Field(description="the key that holds the file")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TrustFile:
+        if (self.secret_name is None) == (self.config_map_name is None):
+            raise ValueError("give exactly one of secretName and configMapName")
+        return self
+
+
+class KeyVerify(Model):
+    type: Literal["key"]
+    public_key: TrustFile = Field(description="the PEM public key (EC P-256, P-384, P-521)")
+
+
+class CertificateVerify(Model):
+    type: Literal["certificate"]
+    certificate_chain: TrustFile = Field(
+        description="PEM certificates the signing certificate must chain to (your root, "
+        "and intermediates)"
+    )
+    identity: Identity = Field(
+        description="what the signing certificate must carry: a subject alternative name "
+        "(email, URI, DNS name), or its common name when it has none"
+    )
+
+
+class SigstoreVerify(Model):
+    type: Literal["sigstore"]
+    identity: Identity = Field(description="the signer's identity in its Fulcio certificate")
+    issuer: Url = Field(description="the OIDC issuer that vouched for it")
+    trust_root: TrustFile = Field(
+        description="a Sigstore ClientTrustConfig JSON (its trusted root): the Job "
+        "verifies offline, without TUF"
+    )
+
+
+Verify = Annotated[KeyVerify | CertificateVerify | SigstoreVerify, Field(discriminator="type")]
+
+
 class WeightSync(Model):
     image: Image = Field(SYNC_IMAGE, description="an image with standbyc (see Dockerfile)")
     store: WeightStore = Field(default_factory=WeightStore)
@@ -721,6 +773,13 @@ class WeightSync(Model):
     )
     resources: Resources = Field(default_factory=Resources)
     report: WeightReport = Field(default_factory=WeightReport)
+    verify: Verify | None = Field(
+        None,
+        description="swap in only generations their publisher signed (OpenSSF Model "
+        "Signing, `standbyc weights publish --sign-key`), verified by the Job before the "
+        "swap: with a public key, a certificate chain and identity, or a Sigstore identity. "
+        "None: any writer of the store decides what is served",
+    )
 
 
 Severity = Literal["info", "warning", "critical"]
@@ -789,6 +848,11 @@ class WeightsNotServedAlert(DurationAlert):
     severity: Severity = "warning"
 
 
+class WeightsRefusedAlert(DurationAlert):
+    for_: Millis = Field(60_000, alias="for")
+    severity: Severity = "critical"
+
+
 class TierLabelsMissingAlert(DurationAlert):
     for_: Millis = Field(15 * 60_000, alias="for")
     severity: Severity = "warning"
@@ -817,6 +881,7 @@ class Alerts(Model):
     weights_behind: WeightsBehindAlert = Field(default_factory=WeightsBehindAlert)
     weights_unreported: WeightsUnreportedAlert = Field(default_factory=WeightsUnreportedAlert)
     weights_not_served: WeightsNotServedAlert = Field(default_factory=WeightsNotServedAlert)
+    weights_refused: WeightsRefusedAlert = Field(default_factory=WeightsRefusedAlert)
     tier_labels_missing: TierLabelsMissingAlert = Field(default_factory=TierLabelsMissingAlert)
 
 

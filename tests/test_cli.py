@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import yaml
 from compiler import kinds as table
 from compiler import pipeline
 from compiler.cli import build_parser
-from tests.conftest import REPO, Run, run_cli
+from tests.conftest import CASES, REPO, Run, run_cli
 
 
 def test_no_command_is_a_usage_error() -> None:
@@ -97,6 +98,16 @@ def test_top_level_help_speaks_to_users() -> None:
     assert "dispatch" not in result.out
 
 
+def unsigned(spec: Path, where: str) -> str:
+    """The warning every spec without weightSync.verify gets (after the first warning)."""
+    return (
+        f"warning: {spec}:{where}: spec.weightSync: spec.weightSync.verify is not set: the "
+        "weight-sync Jobs swap in whatever the store serves, so anyone who can write the "
+        "store (or answer in its place) changes what is served; sign generations (weights "
+        "publish --sign-key) and set verify\n"
+    )
+
+
 def test_other_yaml_in_the_specs_directory_is_skipped_and_said(tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     specs.mkdir()
@@ -108,8 +119,22 @@ def test_other_yaml_in_the_specs_directory_is_skipped_and_said(tmp_path: Path) -
     assert result.code == 0
     assert result.err == (
         f"standbyc: warning: {specs}/kustomization.yaml (kind: Kustomization): skipped, "
-        "not a StandbySpec\n"
+        f"not a StandbySpec\n{unsigned(specs / 'engine.yaml', '1:1')}"
     )
+
+
+def test_an_unsigned_weight_sync_is_warned_about_once_per_spec(tmp_path: Path) -> None:
+    """Three sync tiers, one warning; a spec with weightSync.verify, none."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "a.yaml").write_text(
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: a, namespace: n}\n"
+    )
+    shutil.copyfile(CASES / "verify-key/spec.yaml", specs / "b.yaml")
+    result = run_cli("compile", str(specs), "--out", str(tmp_path / "out"), "--no-validate")
+    assert result.code == 0, result.err
+    assert result.err == "standbyc: " + unsigned(specs / "a.yaml", "1:1")
+    assert result.out.count("Secret serving/model-signing with the key publisher.pub") == 1
 
 
 def test_a_spec_without_a_namespace_is_warned_about(tmp_path: Path) -> None:
@@ -119,7 +144,7 @@ def test_a_spec_without_a_namespace_is_warned_about(tmp_path: Path) -> None:
     assert result.code == 0
     assert result.err == (
         f"standbyc: warning: {spec}:4:3: metadata: metadata.namespace is not set, so the "
-        "objects go to the namespace default\n"
+        f"objects go to the namespace default\n{unsigned(spec, '1:1')}"
     )
 
 
@@ -134,7 +159,7 @@ def test_empty_rule_labels_are_warned_about(tmp_path: Path) -> None:
     assert result.err == (
         f"standbyc: warning: {spec}:6:17: spec.alerts.ruleLabels: spec.alerts.ruleLabels is "
         "empty: a Prometheus with a ruleSelector (as kube-prometheus-stack sets one, release: "
-        "<its release>) does not load the PrometheusRule\n"
+        f"<its release>) does not load the PrometheusRule\n{unsigned(spec, '5:3')}"
     )
     assert "requires: a Prometheus with an empty ruleSelector" in result.out
 
@@ -226,7 +251,10 @@ def test_a_reader_that_goes_away_keeps_the_exit_code(tmp_path: Path) -> None:
         check=False,
     )  # fmt: skip
     assert proc.stdout.startswith("wrote out/")
-    assert proc.stderr.strip() == "0"
+    assert (
+        proc.stderr
+        == unsigned(Path("specs/s.yaml"), "1:1").replace("warning", "standbyc: warning") + "0\n"
+    )
 
 
 # --- messages a newcomer met, each as it reads now ----------------------------------------

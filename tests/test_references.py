@@ -49,6 +49,14 @@ def _check_pod(
     for volume in spec.get("volumes", []):
         if claim := volume.get("persistentVolumeClaim"):
             assert f"PersistentVolumeClaim {ns}/{claim['claimName']}" in requires, claim
+        # A Secret or ConfigMap the user provides (store keys, weightSync.verify's trust):
+        # named in requires, with each key mounted.
+        for kind, field, name in (("Secret", "secret", "secretName"),
+                                  ("ConfigMap", "configMap", "name")):  # fmt: skip
+            if source := volume.get(field):
+                assert f"{kind} {ns}/{source[name]}" in requires, volume
+                for item in source.get("items", []):
+                    assert f"{kind} {ns}/{source[name]} with the key {item['key']}" in requires
     for container in spec["containers"]:
         args = container.get("args", [])
         if "--source" in args:

@@ -12,6 +12,7 @@ from compiler.errors import (
     EXIT_BLOCKED,
     EXIT_FAILED,
     EXIT_LOST_RACE,
+    EXIT_REFUSED,
     EXIT_UNREACHABLE,
     StandbycError,
 )
@@ -20,13 +21,14 @@ from compiler.weights.sync.errors import (
     ApplyFailed,
     PublishBlocked,
     PublishRaced,
+    SignatureRefused,
     SourceChanged,
     SourceUnreachable,
     StateDamaged,
     StoreError,
 )
 
-CODES = {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_LOST_RACE, EXIT_BLOCKED}
+CODES = {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_LOST_RACE, EXIT_BLOCKED, EXIT_REFUSED}
 
 
 def _subclasses(cls: type) -> set[type]:
@@ -58,6 +60,7 @@ def test_the_nearest_row_wins() -> None:
     assert exit_code(PublishBlocked("x")) == EXIT_BLOCKED  # not 6: a rerun would not clear it
     assert exit_code(SourceChanged("x")) == EXIT_BAD_INPUT
     assert exit_code(StateDamaged("x")) == EXIT_BAD_INPUT
+    assert exit_code(SignatureRefused("x")) == EXIT_REFUSED
 
     class Later(SourceUnreachable):
         pass

@@ -21,6 +21,7 @@ from compiler.alerts import (
     weight_sync_failed,
     weights_behind,
     weights_not_served,
+    weights_refused,
     weights_unreported,
 )
 from compiler.alerts.base import Alert, Context
@@ -36,6 +37,7 @@ ALERTS: tuple[ModuleType, ...] = (
     weights_behind,
     weights_unreported,
     weights_not_served,
+    weights_refused,
 )
 # A rate window must hold this many scrapes to survive one missed scrape (Prometheus'
 # guidance: four); with two, one missed scrape empties the window and resolves the alert.

@@ -16,6 +16,7 @@ from compiler.errors import (
     EXIT_BLOCKED,
     EXIT_FAILED,
     EXIT_LOST_RACE,
+    EXIT_REFUSED,
     EXIT_UNREACHABLE,
     StandbycError,
 )
@@ -37,6 +38,7 @@ EXIT_CODES: dict[type[lib.WeightsError], int] = {
     sync.StoreIncomplete: EXIT_UNREACHABLE,
     sync.PublishRaced: EXIT_LOST_RACE,  # publish: another publisher wrote the index first
     sync.PublishBlocked: EXIT_BLOCKED,  # publish: a rerun does not clear it, a person must
+    sync.SignatureRefused: EXIT_REFUSED,  # sync: the old weights are kept, no engine asked
 }
 
 
@@ -257,6 +259,7 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "64MiB; 5MiB to 512MiB, a part is held in memory)",
     )
     o.add_argument("--rate-limit", metavar="BANDWIDTH", help="of the uploads, for example 10Gbit/s")
+    _sign_options(pub)
     add_format_option(pub)
     pub.set_defaults(func=_lazy("cmd_publish"))
 
@@ -267,7 +270,9 @@ SYNC_EXITS = (
     "(arguments, index, a generation not published, another sync of the target still "
     "running after --lock-wait, credentials an s3:// store refused); 3 internal error; 4 "
     "the store did not answer after every retry; 5 the new generation is on disk, but some "
-    "engine pods did not load it (named in the output; a rerun asks them again)."
+    "engine pods did not load it (named in the output; a rerun asks them again); 7 with "
+    "--verify: the generation is not signed as required (refused: the old directory is "
+    "kept, no engine is asked)."
 )
 
 
@@ -398,8 +403,58 @@ def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="the whole reload's budget: a wave starts only if a pod's whole sequence fits "
         "in what is left (default: the worst case for the pods found)",
     )
+    _verify_options(s)
     add_format_option(s)
     s.set_defaults(func=_lazy("cmd_sync"))
+
+
+def _sign_options(pub: argparse.ArgumentParser) -> None:
+    g = pub.add_argument_group(
+        "signing (OpenSSF Model Signing): DIR gets standbyc-generation.json and model.sig, "
+        "as `model_signing sign` writes them; without --sign-key a model.sig already in DIR "
+        "is kept, and must sign standbyc-generation.json with this generation"
+    )
+    g.add_argument("--sign-key", type=Path, metavar="KEY", help="a PEM EC private key")
+    g.add_argument("--sign-cert", type=Path, metavar="CERT", help="its signing certificate (PEM)")
+    g.add_argument(
+        "--sign-chain",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PEM",
+        help="certificates above --sign-cert (repeatable)",
+    )
+    g.add_argument(
+        "--sign-hash",
+        choices=("blake3", "sha256"),
+        default="blake3",
+        help="the hash the signature lists per file (default blake3: standbys verify it "
+        "on every core)",
+    )
+
+
+def _verify_options(s: argparse.ArgumentParser) -> None:
+    v = s.add_argument_group(
+        "verify: swap in only a generation signed as required (OpenSSF Model Signing; "
+        "the staged directory is verified, never the store's index)"
+    )
+    v.add_argument(
+        "--verify",
+        choices=("key", "certificate", "sigstore"),
+        help="key: signed with the private key of --verify-trust; certificate: by a "
+        "certificate for --verify-identity that chains to --verify-trust; sigstore: by "
+        "--verify-identity from --verify-issuer, under the Sigstore trust configuration "
+        "--verify-trust (offline)",
+    )
+    v.add_argument(
+        "--verify-trust",
+        type=Path,
+        metavar="FILE",
+        help="the PEM public key, the PEM certificate chain, or the Sigstore "
+        "ClientTrustConfig JSON",
+    )
+    v.add_argument("--verify-identity", metavar="ID", help="the signer's identity")
+    v.add_argument("--verify-issuer", metavar="URL", help="sigstore: the OIDC issuer")
 
 
 def _s3_options(p: argparse._ActionsContainer) -> None:

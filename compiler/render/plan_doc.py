@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
-from compiler import chart, engines, units
+from compiler import chart, engines, trust, units
 from compiler.plan import Plan
 from compiler.render import dashboard
 from compiler.render.base import Emitted, Renderer
@@ -89,6 +89,13 @@ def _weights(plan: Plan) -> list[str]:
         rows.append(
             "a NetworkPolicy of yours that selects the engine pods needs this ingress rule for "
             f"the weight-sync Jobs: `{plan.reload_ingress_rule(ports)}`"
+        )
+    if plan.sync.tiers and plan.sync.verify is not None:
+        rows.append(
+            "signed generations only: each weight-sync Job verifies the directory it staged "
+            "(OpenSSF Model Signing, spec.weightSync.verify) before the swap, and refuses the "
+            "rest (StandbyWeightsRefused); it needs "
+            f"{trust.requirement(plan.namespace, plan.sync.verify)}"
         )
     return rows
 

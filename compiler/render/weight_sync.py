@@ -24,7 +24,7 @@ import math
 from pathlib import PurePosixPath
 from typing import Any
 
-from compiler import engines, names, units
+from compiler import engines, names, trust, units
 from compiler.plan import Plan, TierPlan
 from compiler.render.base import Emitted, Renderer, filename
 from compiler.spec import IrsaCredentials, ProfileCredentials, SecretCredentials
@@ -86,6 +86,8 @@ def job_args(plan: Plan, tier: TierPlan) -> list[str]:
             args += ["--engine-model", tier.reload.model]
         if tier.reload.swap:
             args += ["--engine-swap", tier.reload.swap]
+    if sync.verify is not None:  # each generation's signature, checked before the swap
+        args += trust.job_args(sync.verify)
     if sync.pushgateway:
         args += ["--pushgateway", sync.pushgateway]
         for key, value in {**sync.report_labels, "tier": tier.name}.items():
@@ -165,6 +167,9 @@ def _job_spec(plan: Plan, r: Renderer, tier: TierPlan) -> Any:
         "mount": sync.mount,
         "claim": sync.claim,
     }
+    if sync.verify is not None:
+        context |= {"verify_volume": trust.volume(sync.verify), "verify_dir": trust.VERIFY_DIR,
+                    "fail_on_exit": trust.REFUSED_EXIT}  # fmt: skip
     return r.render_data("weight-sync-jobspec.yaml.j2", context)
 
 

@@ -34,11 +34,14 @@ from compiler.weights.sync.errors import NoPermission, StateDamaged, SyncBusy
 from compiler.weights.sync.fetch import MIN_RATE, Fetcher
 from compiler.weights.sync.local import Local, held_generation
 from compiler.weights.sync.merging import MergePolicy
-from compiler.weights.sync.publish import check_chunk, publish
+from compiler.weights.sync.publish import PublishStats, check_chunk, publish
 from compiler.weights.sync.pull import Reload, Save, SyncResult, sync
 from compiler.weights.sync.reload import MAX_PODS, Engines, Outcome, reload
 from compiler.weights.sync.report import Reporter
+from compiler.weights.sync.sign import Signer, prepare
+from compiler.weights.sync.signed import Trust
 from compiler.weights.sync.store import Index
+from compiler.weights.sync.verify import Verifier, refused_generation
 
 
 def _emit(args: argparse.Namespace, doc: dict[str, Any], text: str) -> None:
@@ -183,6 +186,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-file-size: {exc}") from None
     excludes = [*([] if args.no_default_excludes else DEFAULT_EXCLUDES), *args.exclude]
     store, writer = _store(args)
+    signature = prepare(args.path, args.generation, _signer(args), excludes)
     total = 2 * _size(args.path)  # hash it, then diff against the last anchor
     with byte_progress("publish", total, args.format == "text") as prog:
         stats = publish(
@@ -199,57 +203,68 @@ def cmd_publish(args: argparse.Namespace) -> int:
             max_file_size=cap,
             writer=writer,
         )
-    doc = stats.to_json() | {"store": str(args.to)}
+    doc = stats.to_json() | {"store": str(args.to), "signature": signature}
     if writer is not None:
         doc |= writer.stats.to_json() | {"cache": str(store)}
     if stats.already:
         line = f"{args.to}: generation {stats.generation} is already published"
     else:
-        delta = (
-            f"delta from {stats.delta_from}: {stats.delta_bytes} bytes "
-            f"({100 * doc['delta_ratio']:.2f}% of {stats.checkpoint_bytes})"
-            if stats.delta_from is not None
-            else "first generation: anchor only"
-        )
-        unchanged = stats.files - len(stats.files_new)
-        files = (
-            f"; {stats.files} other file(s): {len(stats.files_new)} new content "
-            f"({stats.files_bytes} bytes), {unchanged} already stored, "
-            f"{len(stats.files_patched)} with a patch ({stats.patch_bytes} bytes)"
-        )
-        if stats.delta_base == "manifest":
-            delta += f" (against its manifest: {stats.delta_from}'s weights are not in {store}"
-            if writer is not None:
-                delta += "; without --no-fetch-base they are downloaded for an XOR delta"
-            delta += ")"
-        line = f"{args.to}: published generation {stats.generation}; weights {delta}{files}"
-        if stats.new_store:
-            line += "; a new store (there was no index)"
-        if stats.merged:
-            line += (
-                f"; {len(stats.merged)} merged delta(s) from generations "
-                f"{', '.join(str(f) for f, _ in stats.merged)} "
-                f"({sum(n for _, n in stats.merged)} bytes)"
-            )
-        if stats.merge_stopped:
-            line += f"; merged deltas stop at {stats.merge_stopped}"
-        if stats.pruned:
-            line += f"; pruned {len(stats.pruned)} files"
-        if writer is not None:
-            up = writer.stats
-            if up.base_bytes:
-                line += (
-                    f"; downloaded generation {stats.delta_from}'s weights ({up.base_bytes} "
-                    f"bytes) for the delta: the cache lacked them (kept for the next one)"
-                )
-            line += (
-                f"; uploaded {up.objects} object(s), {up.bytes_sent} bytes"
-                + (f" ({up.resumed_bytes} bytes already sent by a stopped run)"
-                   if up.resumed_bytes else "")
-                + (f", {up.kept} already there" if up.kept else "")
-            )  # fmt: skip
+        line = _published(args, stats, doc, store, writer, signature)
     _emit(args, doc, line)
     return 0
+
+
+def _published(  # noqa: PLR0917 - the publish's arguments and what it returned
+    args: argparse.Namespace, stats: PublishStats, doc: dict[str, Any], store: Path,
+    writer: Any, signature: dict[str, Any],
+) -> str:  # fmt: skip
+    """The text line of a publish that wrote a generation."""
+    delta = (
+        f"delta from {stats.delta_from}: {stats.delta_bytes} bytes "
+        f"({100 * doc['delta_ratio']:.2f}% of {stats.checkpoint_bytes})"
+        if stats.delta_from is not None
+        else "first generation: anchor only"
+    )
+    unchanged = stats.files - len(stats.files_new)
+    files = (
+        f"; {stats.files} other file(s): {len(stats.files_new)} new content "
+        f"({stats.files_bytes} bytes), {unchanged} already stored, "
+        f"{len(stats.files_patched)} with a patch ({stats.patch_bytes} bytes)"
+    )
+    if stats.delta_base == "manifest":
+        delta += f" (against its manifest: {stats.delta_from}'s weights are not in {store}"
+        if writer is not None:
+            delta += "; without --no-fetch-base they are downloaded for an XOR delta"
+        delta += ")"
+    line = f"{args.to}: published generation {stats.generation}; weights {delta}{files}"
+    if signature["how"] != "unsigned":
+        line += f"; {signature['how']} by {signature['by']}"
+    if stats.new_store:
+        line += "; a new store (there was no index)"
+    if stats.merged:
+        line += (
+            f"; {len(stats.merged)} merged delta(s) from generations "
+            f"{', '.join(str(f) for f, _ in stats.merged)} "
+            f"({sum(n for _, n in stats.merged)} bytes)"
+        )
+    if stats.merge_stopped:
+        line += f"; merged deltas stop at {stats.merge_stopped}"
+    if stats.pruned:
+        line += f"; pruned {len(stats.pruned)} files"
+    if writer is not None:
+        up = writer.stats
+        if up.base_bytes:
+            line += (
+                f"; downloaded generation {stats.delta_from}'s weights ({up.base_bytes} "
+                f"bytes) for the delta: the cache lacked them (kept for the next one)"
+            )
+        line += (
+            f"; uploaded {up.objects} object(s), {up.bytes_sent} bytes"
+            + (f" ({up.resumed_bytes} bytes already sent by a stopped run)"
+               if up.resumed_bytes else "")
+            + (f", {up.kept} already there" if up.kept else "")
+        )  # fmt: skip
+    return line
 
 
 def _store(args: argparse.Namespace) -> tuple[Path, Any]:
@@ -274,6 +289,35 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
                      fetch_base=args.fetch_base is not False, merge_window=window,
                      notice=_notice)  # fmt: skip
     return args.cache or default_cache(bucket), writer
+
+
+def _signer(args: argparse.Namespace) -> Signer | None:
+    if args.sign_key is None:
+        if args.sign_cert or args.sign_chain:
+            raise UsageError("--sign-cert and --sign-chain need --sign-key")
+        return None
+    return Signer(args.sign_key, args.sign_cert, tuple(args.sign_chain), args.sign_hash)
+
+
+def _verifier(args: argparse.Namespace) -> Verifier | None:
+    """The signature a generation needs before it is swapped in (--verify)."""
+    needs = {"key": (), "certificate": ("identity",), "sigstore": ("identity", "issuer")}
+    given = [f for f in ("trust", "identity", "issuer") if getattr(args, f"verify_{f}")]
+    if args.verify is None:
+        if given:
+            raise UsageError(f"--verify-{given[0]} needs --verify")
+        return None
+    for flag in ("trust", *needs[args.verify]):
+        if flag not in given:
+            raise UsageError(f"--verify {args.verify} needs --verify-{flag}")
+    extra = set(given) - {"trust", *needs[args.verify]}
+    if extra:
+        raise UsageError(f"--verify-{extra.pop()} is not for --verify {args.verify}")
+    if not args.verify_trust.is_file():
+        raise UsageError(f"--verify-trust {args.verify_trust}: no such file")
+    trust = Trust(args.verify, args.verify_trust, args.verify_identity or "",
+                  args.verify_issuer or "")  # fmt: skip
+    return Verifier(trust)
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -419,13 +463,14 @@ def cmd_sync(args: argparse.Namespace) -> int:
     labels = _labels(args.label)
     engines = _engines(args)
     budget = _Budget(args.deadline, args.generation, min(rate or min_rate, min_rate))
+    verifier = _verifier(args)
     fetcher = _fetcher(args, rate, retries=args.retries, timeout=args.timeout,
                        min_rate=min_rate, deadline=budget.start(), notice=_notice)  # fmt: skip
     result = SyncResult(args.target, args.generation)
     error: WeightsError | None = None
     try:
         sync(fetcher, result, lock_wait=args.lock_wait, reload=_asker(engines),
-             on_index=functools.partial(budget.sized, fetcher))  # fmt: skip
+             on_index=functools.partial(budget.sized, fetcher), verify=verifier)  # fmt: skip
     except WeightsError as exc:
         error = exc
     except OSError as exc:
@@ -435,16 +480,19 @@ def cmd_sync(args: argparse.Namespace) -> int:
     finally:
         fetcher.close()
     held = args.generation if error is None else held_generation(args.target)
-    if args.pushgateway and held is not None:
+    # What the last verification refused (a sync that failed before it keeps the last).
+    refused = None if verifier is None else refused_generation(args.target) or 0
+    if args.pushgateway and (held is not None or refused):
         reloaded = result.reload
-        if engines is not None and reloaded is None:
+        if engines is not None and reloaded is None and held is not None:
             # Nothing was asked this time: what the engines last confirmed still stands.
             reloaded = Outcome.recorded(engines.api, held, Local(args.target).served())
         reporter = Reporter(args.pushgateway, labels)
-        result.reported = reporter.push(held, reloaded, Local(args.target).last_sync())
+        result.reported = reporter.push(held, reloaded, Local(args.target).last_sync(), refused)
         result.report_error = reporter.error
     doc = result.to_json() | {"ok": error is None, "held_generation": held,
                               "deadline_seconds": round(budget.seconds, 3)}  # fmt: skip
+    doc["refused_generation"] = refused
     if error is not None:
         doc["error"] = str(error)
         return emit(Message(doc, "", str(error), exit_code(error)), args.format)
@@ -474,16 +522,19 @@ def _report_tier(
         except OSError:
             pass  # a claim this pod cannot write: no sync can change it either
         held = held_generation(target)
-        doc["held_generation"] = held
-        if held is None:
+        refused = refused_generation(target)
+        doc["held_generation"], doc["refused_generation"] = held, refused
+        if held is None and not refused:
             doc["skipped"] = "the tier holds no generation yet; nothing to report"
             return doc
-        reloaded = None if api is None else Outcome.recorded(api, held, local.served())
+        reloaded = (
+            None if api is None or held is None else Outcome.recorded(api, held, local.served())
+        )
         if reloaded is not None:
             doc["served_generation"] = reloaded.served
             doc["reload_failed_pods"] = reloaded.failed
         reporter = Reporter(url, {**labels, "tier": name})
-        doc["pushed"] = reporter.push(held, reloaded, local.last_sync())
+        doc["pushed"] = reporter.push(held, reloaded, local.last_sync(), refused)
         if not doc["pushed"]:
             doc["error"] = reporter.error
     return doc

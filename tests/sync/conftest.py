@@ -26,6 +26,7 @@ from compiler.weights.testing import rl_pair, transformer_specs
 from tests.conftest import REPO
 from tests.faultserver import FaultServer
 from tests.servers import Nginx, Pushgateway, ServerMissing, free_port, start_pushgateway
+from tests.sync.signing import Keys, Listener, make_keys
 
 if TYPE_CHECKING:
     from tests.sync.s3bucket import S3
@@ -317,3 +318,43 @@ def tree_state(root: Path) -> dict[str, object]:
         else:
             out[rel] = ("dir",) if path.is_dir() else ("other", path.lstat().st_mode)
     return out
+
+
+# --- signed generations (tests/sync/signing.py) --------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    """The publisher's and an attacker's EC keys, a small PKI and a rogue one."""
+    return make_keys(tmp_path_factory.mktemp("keys"))
+
+
+@pytest.fixture(scope="session")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """Generations 1 and 2 of a small Llama directory, its weights in shards."""
+    from tests.sync import hfmodel  # noqa: PLC0415 - torch, for the tests that use it
+
+    return hfmodel.build(tmp_path_factory.mktemp("hf-sharded"), shard="60KB")
+
+
+@pytest.fixture(scope="session")
+def signed(
+    sharded: dict[int, Path], keys: Keys, tmp_path_factory: pytest.TempPathFactory
+) -> dict[int, Path]:
+    """``sharded``'s generations signed by the publisher (`weights publish --sign-key`)."""
+    d = tmp_path_factory.mktemp("signed")
+    out = {}
+    for g in (1, 2):
+        out[g] = d / f"g{g}"
+        shutil.copytree(sharded[g], out[g])
+        doc = publish(out[g], d / "scratch", g, "--sign-key", str(keys.publisher))
+        assert doc["signature"]["how"] == "signed", doc
+    return out
+
+
+@pytest.fixture
+def engine() -> Iterator[Listener]:
+    server = Listener()
+    yield server
+    server.shutdown()
+    server.server_close()

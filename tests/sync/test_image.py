@@ -9,19 +9,22 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
 
 import yaml
+from packaging.utils import canonicalize_name
 
 from compiler.spec import SYNC_IMAGE
 from tests.conftest import REPO
-from tests.sync.conftest import Nginx, job_command, job_container, publish, sha256
+from tests.sync.conftest import Nginx, job_command, job_container, publish, sha256, with_arg
+from tests.sync.image import LISTED, STAGES, closure
+from tests.sync.signing import Keys
 
-DOCKERFILE = (REPO / "Dockerfile").read_text()
-STAGES = {s.split("\n", 1)[0].rsplit(" AS ", 1)[1]: s for s in DOCKERFILE.split("\nFROM ")[1:]}
-BUILD, FINAL = STAGES["build"], STAGES["sync"]
+FINAL = STAGES["sync"]
 # Installed by pyproject.toml for the compiler, never imported by `weights sync`.
-COMPILER_ONLY = ("pydantic", "jinja2", "ruamel", "jsonschema", "kubernetes_validate", "yaml")
+COMPILER_ONLY = ("jinja2", "ruamel", "jsonschema", "kubernetes_validate", "yaml")
 
 
 def _instruction(name: str) -> str:
@@ -68,16 +71,31 @@ def test_the_image_packages_are_what_sync_imports(
 ) -> None:
     """Run the Job's command with the compiler-only packages blocked, from an empty working
     directory: it syncs, and writes nothing but beside its target and in TMPDIR."""
-    listed = set(re.findall(r"^ +(numpy .*)$", BUILD, re.MULTILINE)[0].split())
-    assert listed == {"numpy", "zstandard", "xxhash", "rich", "prometheus-client", "botocore"}
+    listed = sorted(LISTED)
+    assert listed == ["botocore", "model-signing", "numpy", "prometheus-client", "pyopenssl",
+                      "rich", "xxhash", "zstandard"]  # fmt: skip
     publish(generations[1], nginx.root, 42)
-    weights, cwd, tmp = tmp_path / "weights", tmp_path / "cwd", tmp_path / "tmp"
+    weights = tmp_path / "weights"
+    cmd = job_command(compiled, "hot", source=nginx.url, weights=weights)
+    proc, cwd = _run_blocked(cmd, COMPILER_ONLY, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[1])
+    assert not list(cwd.iterdir())
+    written = {p.relative_to(weights).parts[0] for p in weights.rglob("*")}
+    assert written == {"hot"}
+
+
+def _run_blocked(
+    cmd: list[str], blocked: Iterable[str], tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run a standbyc command with the top-level modules ``blocked`` unimportable, from an
+    empty working directory; the process, and that directory."""
+    cwd, tmp = tmp_path / "cwd", tmp_path / "tmp"
     cwd.mkdir()
     tmp.mkdir()
-    cmd = job_command(compiled, "hot", source=nginx.url, weights=weights)
     blocker = (
         "import importlib.abc, runpy, sys\n"
-        f"BLOCKED = {COMPILER_ONLY!r}\n"
+        f"BLOCKED = {tuple(sorted(blocked))!r}\n"
         "class Block(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path, target=None):\n"
         "        if name.split('.')[0] in BLOCKED:\n"
@@ -92,11 +110,37 @@ def test_the_image_packages_are_what_sync_imports(
         cwd=cwd, env={"TMPDIR": str(tmp), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
         capture_output=True, text=True, check=False,
     )  # fmt: skip
+    return proc, cwd
+
+
+def _outside(closure: set[str]) -> set[str]:
+    """Top-level modules of the installed distributions the image does not hold."""
+    return {
+        top
+        for top, dists in metadata.packages_distributions().items()
+        if top != "compiler" and not {canonicalize_name(d) for d in dists} & closure
+    }
+
+
+def test_the_image_holds_what_verification_imports(
+    nginx: Nginx, signed: dict[int, Path], keys: Keys, compiled: Path, tmp_path: Path
+) -> None:
+    """A signed sync (weightSync.verify, the key from its mount) with every module the
+    image's packages do not bring blocked: it verifies and swaps in. model-signing does not
+    declare pyOpenSSL; without the Dockerfile's own pyopenssl the image would lack it."""
+    image = closure(LISTED)
+    assert "pyopenssl" in image and "pyopenssl" not in closure(LISTED - {"pyopenssl"})
+    assert {"sigstore", "cryptography", "blake3"} <= image
+    publish(signed[2], nginx.root, 2)
+    weights = tmp_path / "weights"
+    cmd = job_command(compiled, "hot", source=nginx.url, weights=weights)
+    trust = ["--verify", "key", "--verify-trust", str(keys.publisher.with_suffix(".pub"))]
+    blocked = _outside(image)
+    assert {"OpenSSL", "jinja2", "torch"} & blocked == {"jinja2", "torch"}
+    proc, _ = _run_blocked(with_arg(cmd, "--generation", "2") + trust, blocked, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert sha256(weights / "hot/llama-7b/model.safetensors") == sha256(generations[1])
-    assert not list(cwd.iterdir())
-    written = {p.relative_to(weights).parts[0] for p in weights.rglob("*")}
-    assert written == {"hot"}
+    assert json.loads(proc.stdout)["verified"]["generation"] == 2
+    assert (weights / "hot/llama-7b/model.sig").is_file()
 
 
 def test_the_build_context_leaves_out_the_virtualenv_and_keeps_what_is_copied() -> None:

@@ -65,3 +65,9 @@ class SourceChanged(WeightsError):
 class StateDamaged(WeightsError):
     """An entry of a tier's state directory is not what a sync made (a link, a FIFO, a
     directory where a file goes): the sync refuses to write through it."""
+
+
+class SignatureRefused(WeightsError):
+    """The generation is not signed as the spec's trust requires (no signature, another
+    key or identity, a file changed, added or removed after signing, or a signature of
+    another generation): the old directory is kept and no engine is asked to load it."""

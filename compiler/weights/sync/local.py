@@ -189,6 +189,23 @@ class Local:
             if part in ("update", "reload") and isinstance(entry, dict)
         }
 
+    def restamp(self) -> None:
+        """After staging was undone: the hard links it made into the directory and removed
+        again changed its files' ctime (the link count), nothing else. Record the files as
+        they look now if only that changed, so the state still says what the directory
+        holds."""
+        path = self.state / "state.json"
+        state = read_state(path)
+        if state is None or not isinstance(state.get("signature"), list):
+            return
+        now = self.signature()
+        if [r[:3] + r[4:] for r in state["signature"]] != [r[:3] + r[4:] for r in now]:
+            return
+        state["signature"] = now
+        tmp = self.state / "state.json.tmp"
+        tmp.write_text(json.dumps(state, sort_keys=True) + "\n")
+        tmp.replace(path)
+
     def served(self) -> dict[str, Any]:
         """What the engines were last confirmed to serve (``reload``'s record); {} when
         the numbers it holds are not a generation and a count of pods."""

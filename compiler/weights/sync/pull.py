@@ -10,8 +10,8 @@
    library (base checked before writing, every tensor and the target digest after) or
    linked from the current ones; every other file linked, patched or moved in, each
    checked against its sha256. Until the swap, the old directory is untouched.
-5. Swap the staged directory with the old one in one atomic exchange, so an engine sees
-   the old directory or the new one, never a mix; remove the old one.
+5. Swap the staged directory (with ``verify``: once its own signature verifies, verify.py)
+   with the old one in one atomic exchange: an engine sees the old or the new, never a mix.
 6. Ask the tier's engines to load it (``reload``), remember the result beside the
    directory, and report.
 """
@@ -38,6 +38,7 @@ from compiler.weights.sync.errors import (
     ApplyFailed,
     DiskFull,
     DownloadCorrupt,
+    SignatureRefused,
     StoreError,
     StoreIncomplete,
 )
@@ -56,6 +57,7 @@ from compiler.weights.sync.store import (
     parse_index,
     plan_route,
 )
+from compiler.weights.sync.verify import Verifier as Verify
 
 KEEP, PATCH, WHOLE = "kept", "patched", "whole"
 HOWS = (KEEP, PATCH, WHOLE)
@@ -100,6 +102,7 @@ class SyncResult:
     seconds_download: float = 0.0
     seconds_apply: float = 0.0  # staging, verifying and the swap
     reload: ReloadResult | None = None
+    verified: dict[str, Any] | None = None  # what the signature covers; None: not verified
     reported: bool | None = None  # None: no Pushgateway given
     report_error: str = ""
 
@@ -118,6 +121,7 @@ class SyncResult:
             "seconds_download": round(self.seconds_download, 3),
             "seconds_apply": round(self.seconds_apply, 3),
             "reload": self.reload.to_json() if self.reload else None,
+            "verified": self.verified,
             "reported": self.reported,
             "report_error": self.report_error,
         }
@@ -137,6 +141,7 @@ class SyncResult:
                 f"\nwarning: {len(self.removed)} file(s) that generation {self.generation} "
                 f"does not hold left with the old directory: {', '.join(self.removed[:8])}"
             )
+        line += f"\nsigned, verified with {self.verified['trust']}" if self.verified else ""
         if self.reload is not None:
             line += "\n" + self.reload.text()
         if self.reported is False:
@@ -260,6 +265,7 @@ class _Stage:
     steps: list[FileStep]
     current: Current
     got: dict[str, Path]
+    verify: Verify | None = None
 
 
 def _stage_weights(st: _Stage, nxt: Path) -> None:
@@ -368,7 +374,7 @@ def _swap(nxt: Path, target: Path) -> None:
         fsync_path(target.parent)
 
 
-def _stage_and_swap(st: _Stage) -> None:
+def _stage_and_swap(st: _Stage) -> dict[str, Any] | None:
     local = st.local
     gen = st.index.generations[st.route.target]
     nxt = local.work / "next"
@@ -384,7 +390,9 @@ def _stage_and_swap(st: _Stage) -> None:
         raise DiskFull(f"{exc}; the old directory is kept") from None
     except WeightsError as exc:
         raise ApplyFailed(f"{local.target}: {exc}; the old directory is kept") from None
+    verified = st.verify.check(local, nxt, gen.number) if st.verify else None  # or refused
     _swap(nxt, local.target)
+    return verified
 
 
 def _after(gen: Generation, current: Current) -> Current:
@@ -408,7 +416,9 @@ def _removed(index: Index, gen: Generation, current: Current, names: list[str]) 
     return sorted(n for n in names if n not in known)
 
 
-def _update(fetcher: Fetcher, local: Local, result: SyncResult, index: Index) -> None:
+def _update(
+    fetcher: Fetcher, local: Local, result: SyncResult, index: Index, verify: Verify | None
+) -> None:
     """Bring the directory to the generation (under the lock)."""
     target, generation = result.target, result.generation
     for attempt in (1, 2):
@@ -417,12 +427,15 @@ def _update(fetcher: Fetcher, local: Local, result: SyncResult, index: Index) ->
         route = plan_route(index, current.weights_digest, generation)
         gen = index.generations[generation]
         if current.digest == gen.digest:
+            result.verified = verify.check(local, target, generation) if verify else None
             if current.how == "hashed":
                 local.remember(generation, current, local.served())
             local.announce(generation)
             result.status = "current"
             return
         steps = plan_files(gen, current)
+        if verify is not None:
+            verify.prefetch()  # the verifying process, started beside the rebuild
         result.route = route.reason
         result.files = {k: [s.file.name for s in steps if s.how == k] for k in HOWS}
         t1 = time.perf_counter()
@@ -438,7 +451,7 @@ def _update(fetcher: Fetcher, local: Local, result: SyncResult, index: Index) ->
             continue
         t2 = time.perf_counter()
         names = [row[0] for row in local.signature()] if target.exists() else []
-        _stage_and_swap(_Stage(local, index, route, steps, current, got))
+        result.verified = _stage_and_swap(_Stage(local, index, route, steps, current, got, verify))
         result.removed = _removed(index, gen, current, names)
         local.remember(generation, _after(gen, current), local.served())
         local.announce(generation)
@@ -457,6 +470,7 @@ def sync(
     lock_wait: float = 0.0,
     reload: Reload | None = None,
     on_index: Callable[[Index], None] | None = None,
+    verify: Verify | None = None,
 ) -> SyncResult:
     """Bring ``result.target`` to ``result.generation``, filling in ``result`` as it goes
     (so a caller that catches an error still knows what the standby holds); ``on_index``
@@ -472,17 +486,18 @@ def sync(
         local.check()
         local.clean_leftovers()
         try:
-            _update(fetcher, local, result, index)
+            _update(fetcher, local, result, index, verify)
         except BaseException as exc:
             # Nothing half-made stays: the staged directory and intermediate checkpoints
-            # go; on a full disk the downloads too (they are what fills it).
+            # go; on a full disk the downloads too (they are what fills it), as after a
+            # refusal.
             shutil.rmtree(local.work, ignore_errors=True)
             full = isinstance(exc, DiskFull) or (
                 isinstance(exc, OSError) and exc.errno in DISK_FULL
             )
-            if full:
+            if full or isinstance(exc, SignatureRefused):
                 shutil.rmtree(local.downloads, ignore_errors=True)
-                if not isinstance(exc, DiskFull):
+                if full and not isinstance(exc, DiskFull):
                     raise DiskFull(
                         f"{target}: no space left on the device ({exc}); the old directory "
                         "is kept and the partial files are removed"

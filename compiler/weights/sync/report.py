@@ -16,6 +16,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
 from compiler.names import (
+    REFUSED_METRIC,
     RELOAD_FAILED_METRIC,
     RELOAD_SECONDS_METRIC,
     SERVED_METRIC,
@@ -45,6 +46,9 @@ LAST_SYNC = {
         "Seconds the engine pods of this standby tier took to load the last generation",
     ),
 }
+REFUSED_HELP = (
+    "Model generation whose signature this standby tier's last sync refused (0: it refused none)"
+)
 
 
 class Reloaded(Protocol):
@@ -70,9 +74,11 @@ class Reporter:
         generation: int | None,
         reloaded: Reloaded | None = None,
         last_sync: dict[str, dict[str, float]] | None = None,
+        refused: int | None = None,
     ) -> bool:
         """Push the generation held (None: nothing), for a tier whose engines reload what
-        they serve, and what the last update took (``Local.last_sync``); False (and
+        they serve, what the last update took (``Local.last_sync``), and for a tier that
+        verifies signatures what it refused; False (and
         ``error``) if the push failed."""
         registry = CollectorRegistry()
         Gauge(METRIC, HELP, registry=registry).set(generation or 0)
@@ -83,6 +89,8 @@ class Reporter:
             value = (last_sync or {}).get(part, {}).get(key)
             if value is not None:
                 Gauge(metric, text, registry=registry).set(value)
+        if refused is not None:
+            Gauge(REFUSED_METRIC, REFUSED_HELP, registry=registry).set(refused)
         for attempt in range(self.attempts):
             try:
                 push_to_gateway(
