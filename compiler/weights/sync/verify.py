@@ -12,7 +12,7 @@ index stay untrusted, since whoever can write one can write the other. Verified 
    another generation, replayed, says another one);
 4. with a certificate chain, the signing certificate carries the identity asked for.
 
-Anything else is ``SignatureRefused`` (exit 7): the sync stops before the swap, so the old
+Anything else is ``SignatureRefused`` (exit 8): the sync stops before the swap, so the old
 directory stays as it was and no engine is asked to load anything.
 
 ``verify.json`` beside ``state.json`` remembers, for the report and the next sync, the last
