@@ -108,6 +108,7 @@ def _victim(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     "entry",
     ["state.json.tmp", "state.json", "lock", "last-sync.json", "last-sync.json.tmp",
+     "verify.json", "verify.json.tmp",
      "downloads/deltas__41-42.delta.part.json.tmp", "downloads/deltas__41-42.delta.part"],
 )  # fmt: skip
 def test_a_link_planted_as_a_file_of_the_state_directory(

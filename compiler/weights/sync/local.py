@@ -55,6 +55,7 @@ STATE_CAP = 64 << 20
 _FILE, _DIR = "a regular file", "a directory"
 _ENTRIES = {"lock": _FILE, "state.json": _FILE, "state.json.tmp": _FILE,
             "last-sync.json": _FILE, "last-sync.json.tmp": _FILE,
+            "verify.json": _FILE, "verify.json.tmp": _FILE,
             "downloads": _DIR, "work": _DIR}  # fmt: skip
 # What the last update and reload took (a few numbers): read as any other state entry,
 # never through a link, and never more than this.
@@ -202,9 +203,7 @@ class Local:
         if [r[:3] + r[4:] for r in state["signature"]] != [r[:3] + r[4:] for r in now]:
             return
         state["signature"] = now
-        tmp = self.state / "state.json.tmp"
-        tmp.write_text(json.dumps(state, sort_keys=True) + "\n")
-        tmp.replace(path)
+        write_replacing(path, (json.dumps(state, sort_keys=True) + "\n").encode())
 
     def served(self) -> dict[str, Any]:
         """What the engines were last confirmed to serve (``reload``'s record); {} when

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler.fsutil import read_regular, write_replacing
 from compiler.weights.sync.errors import SignatureRefused, StoreError
-from compiler.weights.sync.local import Local
+from compiler.weights.sync.local import STATE_CAP, Local
 from compiler.weights.sync.signed import (
     MARKER,
     SIGNATURE,
@@ -194,9 +195,7 @@ class Verifier:
             "verified": verified or None,
         }
         local.state.mkdir(parents=True, exist_ok=True)
-        tmp = local.state / f"{STATE}.tmp"
-        tmp.write_text(json.dumps(doc, sort_keys=True) + "\n")
-        tmp.replace(local.state / STATE)
+        write_replacing(local.state / STATE, (json.dumps(doc, sort_keys=True) + "\n").encode())
 
 
 def _import_library() -> None:
@@ -205,9 +204,10 @@ def _import_library() -> None:
 
 
 def read_state(local: Local) -> dict[str, Any]:
+    data = read_regular(local.state / STATE, STATE_CAP)  # never through a link or a FIFO
     try:
-        doc = json.loads((local.state / STATE).read_text())
-    except (OSError, ValueError):
+        doc = json.loads(data) if data is not None else {}
+    except ValueError:
         return {}
     ok = isinstance(doc, dict) and (doc.get("format"), doc.get("version")) == (
         STATE_FORMAT,
