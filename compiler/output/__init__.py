@@ -11,48 +11,12 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import TextIO
 
 from compiler.output import json_writer, junit_writer, text_writer
+from compiler.output.outcome import Message, Outcome
 
-
-class Outcome(Protocol):
-    """What a command has to say, in every format, and the exit code it implies."""
-
-    @property
-    def exit_code(self) -> int: ...
-
-    def to_json(self) -> dict[str, Any]:
-        """One JSON document, whatever the outcome."""
-        ...
-
-    def text(self) -> str:
-        """For people, on stdout ('' for nothing)."""
-        ...
-
-    def problem(self) -> str:
-        """What went wrong, for stderr ('' when nothing did)."""
-        ...
-
-
-@dataclass(frozen=True)
-class Message:
-    """The outcome of a command with one document and one line to say."""
-
-    doc: dict[str, Any]
-    line: str
-    trouble: str = ""
-    exit_code: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return self.doc
-
-    def text(self) -> str:
-        return self.line
-
-    def problem(self) -> str:
-        return self.trouble
+__all__ = ["FORMATS", "Message", "Outcome", "Writer", "add_format_option", "emit"]
 
 
 Writer = Callable[[Outcome, TextIO, TextIO], None]

@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from compiler.output import Outcome
+    from compiler.output.outcome import Outcome
 
 
 def write(outcome: Outcome, out: TextIO, err: TextIO) -> None:

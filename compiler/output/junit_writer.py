@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from compiler.output import Outcome
+    from compiler.output.outcome import Outcome
 
 # Files a validator reported as checked, by report key, and the tool of their findings.
 _CHECKED = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from compiler.output import Outcome
+    from compiler.output.outcome import Outcome
 
 
 def write(outcome: Outcome, out: TextIO, err: TextIO) -> None:
