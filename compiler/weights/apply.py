@@ -16,11 +16,7 @@ file again from the filesystem, a second full read.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import os
-import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from compiler.fsutil import exchange
 from compiler.weights.deltafile import (
     ChunkOp,
     DeltaHeader,
@@ -50,12 +45,23 @@ from compiler.weights.manifest import (
     h128,
     tensor_hash,
 )
+from compiler.weights.ondisk import (
+    claim,
+    copy_range,
+    fsync_dir,
+    read_exact,
+    remove,
+    remove_stale_temps,
+    swap_in,
+    tmp_prefix,
+    write_all,
+    write_small,
+)
 from compiler.weights.safetensors_io import (
     DTYPE_WIDTH,
     INDEX_NAME,
     Checkpoint,
     Located,
-    SafetensorsFile,
     U8Array,
     parse_header,
 )
@@ -204,29 +210,29 @@ def _write_target(job: _Job, dest: Path) -> None:
         kind = "a sharded directory" if hdr.sharded else "a single file"
         raise DeltaError(f"{dest}: the delta's target is {kind}; the output must be one too")
     remove_stale_temps(dest)
-    tmp = dest.with_name(f"{_tmp_prefix(dest)}{os.getpid()}")
-    _remove(tmp)
+    tmp = dest.with_name(f"{tmp_prefix(dest)}{os.getpid()}")
+    remove(tmp)
     lock = -1
     try:
         digest_files: list[tuple[str, bytes, list[bytes]]] = []
         index_hash = None
         if hdr.sharded:
             tmp.mkdir()
-            lock = _claim(tmp)
+            lock = claim(tmp)
             if hdr.index is not None:
                 raw = job.dec.unzstd(reader.section(hdr.index.offset, hdr.index.length),
                                      hdr.index.size, f"{reader.path}: index")  # fmt: skip
                 index_hash = h128(raw)
-                _write_small(tmp / INDEX_NAME, raw.tobytes(), stats)
+                stats.fsync_seconds += write_small(tmp / INDEX_NAME, raw.tobytes())
             pos = 0
             for ft in hdr.files:
                 _check_name(ft.name, reader.path)
                 n = len(ft.tensors)
                 digest_files.append(_write_file(job, ft, first=pos, path=tmp / ft.name))
                 pos += n
-            _fsync_dir(tmp, stats)
+            stats.fsync_seconds += fsync_dir(tmp)
         else:
-            lock = _claim(tmp, create=True)
+            lock = claim(tmp, create=True)
             digest_files.append(_write_file(job, hdr.files[0], first=0, path=tmp))
         got = checkpoint_digest(hdr.chunk_size, digest_files, index_hash)
         if got != hdr.target_digest:
@@ -238,49 +244,14 @@ def _write_target(job: _Job, dest: Path) -> None:
             raise DeltaError(f"{job.base.path}: the base changed while the delta was applied")
         if stats.reread:
             _reread(tmp, hdr, reader.path, job.progress)
-        _commit(tmp, dest, stats)
+        stats.fsync_seconds += swap_in(tmp, dest)
         stats.target_digest = got
     except BaseException:
-        _remove(tmp)
+        remove(tmp)
         raise
     finally:
         if lock >= 0:
             os.close(lock)
-
-
-def _tmp_prefix(dest: Path) -> str:
-    return f".{dest.name}.standbyc-tmp-"
-
-
-def _claim(tmp: Path, *, create: bool = False) -> int:
-    """Hold a lock on our temp file (or directory) while we write it: a temp that nobody
-    holds belongs to an apply that was killed."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL if create else os.O_RDONLY
-    fd = os.open(tmp, flags, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd
-
-
-def remove_stale_temps(dest: Path) -> list[Path]:
-    """Remove the temp files a killed apply left next to ``dest``; leave those a running
-    apply holds. Returns what was removed."""
-    removed: list[Path] = []
-    if not dest.parent.is_dir():
-        return removed
-    for path in dest.parent.glob(f"{_tmp_prefix(dest)}*"):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # another apply is writing it
-        finally:
-            os.close(fd)
-        _remove(path)
-        removed.append(path)
-    return removed
 
 
 def _reread(tmp: Path, hdr: DeltaHeader, where: Path, progress: Progress | None) -> None:
@@ -350,7 +321,7 @@ class _FileWriter:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="standbyc-apply-write")
 
     def write(self, data: U8Array) -> None:
-        self._pool.submit(_write_all, self.fd, data.data).result()
+        self._pool.submit(write_all, self.fd, data.data).result()
 
     def tensor(self, t: TensorDelta) -> bytes:
         """Append tensor ``t``; return its hash once the bytes written are checked."""
@@ -364,7 +335,7 @@ class _FileWriter:
             if src is not None and (op is None or op.op == COPY):
                 # In-kernel copy of base bytes checked moments ago; their hashes are known.
                 self._submitted.append(self._pool.submit(
-                    _copy_range, src.file, src.info.begin + lo, self.fd, hi - lo
+                    copy_range, src.file, src.info.begin + lo, self.fd, hi - lo
                 ))  # fmt: skip
                 hashes.extend(base_chunks[lo // self.chunk : -(-hi // self.chunk)])
                 continue
@@ -390,13 +361,13 @@ class _FileWriter:
             pending.result()  # this buffer's previous write is done (or raises)
         out = self._bufs[self._turn][: hi - lo]
         if src is not None:
-            _read_exact(src.file, src.info.begin + lo, out)  # decoded in place
+            read_exact(src.file, src.info.begin + lo, out)  # decoded in place
         where = f"{self.where}: tensor {t.name!r} bytes [{lo}, {hi})"
         self.job.dec.decode(op.op, payload=self.job.reader.section(op.offset, op.length),
                             params=op.params, old=out if src is not None else None, out=out,
                             width=DTYPE_WIDTH[t.dtype], where=where)  # fmt: skip
         digest = h128(out)
-        written = self._pool.submit(_write_all, self.fd, out.data)
+        written = self._pool.submit(write_all, self.fd, out.data)
         self._busy[self._turn] = written
         self._submitted.append(written)
         self._turn ^= 1
@@ -408,16 +379,6 @@ class _FileWriter:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-
-
-def _read_exact(f: SafetensorsFile, offset: int, out: U8Array) -> None:
-    """Fill ``out`` from ``f`` at ``offset`` (one kernel copy, no page mapping)."""
-    view = out.data
-    while view:
-        n = os.preadv(f.fileno(), [view], offset)
-        if n <= 0:
-            raise DeltaError(f"{f.path}: unexpected end of file at offset {offset}")
-        view, offset = view[n:], offset + n
 
 
 def _checked_prefix(
@@ -443,73 +404,3 @@ def _checked_prefix(
         if (info.name, info.dtype, info.shape, info.nbytes) != (t.name, t.dtype, t.shape, t.nbytes):
             raise DeltaError(f"{where}: tensor {t.name!r} disagrees with the embedded header")
     return prefix
-
-
-def _copy_range(src: SafetensorsFile, offset: int, dst: int, n: int) -> None:
-    """Append ``n`` bytes of ``src`` at ``offset`` to ``dst`` without a Python-level copy."""
-    while n > 0:
-        try:
-            done = os.copy_file_range(src.fileno(), dst, n, offset)
-        except OSError as exc:
-            # copy_file_range cannot cross filesystems on older kernels (EXDEV);
-            # sendfile can, and still copies inside the kernel.
-            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                raise
-            done = os.sendfile(dst, src.fileno(), offset, n)
-        if done <= 0:
-            raise DeltaError(f"{src.path}: unexpected end of file at offset {offset}")
-        n -= done
-        offset += done
-
-
-def _write_all(fd: int, data: memoryview) -> None:
-    while data:
-        data = data[os.write(fd, data) :]
-
-
-def _write_small(path: Path, data: bytes, stats: ApplyStats) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        _write_all(fd, memoryview(data))
-        t0 = time.perf_counter()
-        os.fsync(fd)
-        stats.fsync_seconds += time.perf_counter() - t0
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path, stats: ApplyStats) -> None:
-    t0 = time.perf_counter()
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    stats.fsync_seconds += time.perf_counter() - t0
-
-
-def swap_in(tmp: Path, dest: Path) -> None:
-    """Make the finished checkpoint ``tmp`` visible as ``dest`` in one atomic step."""
-    _commit(tmp, dest, ApplyStats())
-
-
-def _commit(tmp: Path, dest: Path, stats: ApplyStats) -> None:
-    """Make ``tmp`` visible as ``dest`` in one atomic step."""
-    if tmp.is_dir() and dest.exists():
-        # A directory cannot be replaced by rename; swap the two atomically so a
-        # crash leaves either the old complete tree or the new one at dest.
-        if not exchange(tmp, dest):
-            raise DeltaError(f"{dest}: cannot swap directories atomically on this system")
-        _fsync_dir(dest.parent, stats)
-        _remove(tmp)
-    else:
-        tmp.replace(dest)
-        _fsync_dir(dest.parent, stats)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()

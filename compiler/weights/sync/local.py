@@ -36,9 +36,9 @@ from typing import Any
 
 from compiler.fsutil import exclusive, read_regular, write_replacing
 from compiler.names import GENERATION_FILE, SYNC_STATE_DIR
-from compiler.weights.apply import remove_stale_temps
 from compiler.weights.errors import WeightsError
 from compiler.weights.manifest import build_manifest
+from compiler.weights.ondisk import remove_stale_temps
 from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.errors import StateDamaged, SyncBusy
 from compiler.weights.sync.modeldir import dir_digest, scan, sha256_file
