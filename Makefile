@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install validators tools schemas demo test fuzz lint bench schema image clean
+.PHONY: install validators tools schemas demo test fuzz lint bench bench-compare schema image clean
 
 TORCH_STAMP := $(VENV)/.torch-stamp
 
@@ -87,6 +87,13 @@ bench: tools $(TORCH_STAMP)
 	$(PY) bench/chain_bench.py
 	$(PY) bench/merge_bench.py
 	$(PY) bench/verify_bench.py
+
+## bench-compare: what a change that should not change speed is judged by: the compile and
+## the gate, deltas, a merge, and publish + sync, on BASELINE and on this checkout in turns
+## (3 rounds; medians and ratios)
+BASELINE ?= HEAD~1
+bench-compare: tools $(TORCH_STAMP)
+	$(PY) bench/before_after.py --baseline $(BASELINE)
 
 ## image: the image the weight-sync Jobs run (needs a Docker engine; not used by the tests)
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
