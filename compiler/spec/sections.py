@@ -1,337 +1,47 @@
-"""Step 2: the StandbySpec model (pydantic v2, unknown fields refused).
+"""The StandbySpec model, section by section (the weightSync section in ``weight_sync``, the
+alerts section in ``alerts``, the scalar types in ``types``).
 
 Every default follows the seed design (three hot / two warm / one cold
 replicas at 25/10/5 Gbit/s on a 100 Gbit/s link, a 14 GiB model), so a spec
 with only ``metadata`` compiles; a spec that writes ``tiers`` runs only the tiers
-it writes. Unit-carrying fields are parsed by
-``compiler.units`` and stored as integers: bit/s, bytes, milliseconds.
+it writes.
 """
 
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainSerializer,
-    WithJsonSchema,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, model_validator
 
-from compiler import units, urls
+from compiler.spec.alerts import Alerts
+from compiler.spec.types import (
+    TIER_NAMES,
+    BitsPerSecond,
+    Bytes,
+    Count,
+    FreeText,
+    HostName,
+    KubeVersion,
+    LabelKey,
+    Labels,
+    Millis,
+    Model,
+    ModelPath,
+    Name,
+    Port,
+    Positive,
+    TierName,
+    Version,
+    between,
+    json_pattern,
+    pattern,
+)
+from compiler.spec.weight_sync import WeightSync
 
 API_VERSION = "standbyc.dev/v1alpha1"
 KIND = "StandbySpec"
-TIER_NAMES: tuple[str, ...] = ("hot", "warm", "cold")
-TierName = Literal["hot", "warm", "cold"]
 DEFAULT_PRIORITY: dict[str, str] = {"hot": "guaranteed", "warm": "burstable", "cold": "besteffort"}
-
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
-_URL = re.compile(r"^https?://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
-_STORE_URL = re.compile(r"^(https?://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+|s3://[a-z0-9./_-]+)$")
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")
-_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+){1,4}$")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_CRON = re.compile(
-    r"^(@(hourly|daily|weekly|monthly|yearly|annually|midnight)"
-    r"|[0-9A-Za-z*/,-]+( [0-9A-Za-z*/,-]+){4})$"
-)
-# minute, hour, day of month, month, day of week: their ranges, and the names cron accepts.
-_CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
-    ("minute", 0, 59, ()),
-    ("hour", 0, 23, ()),
-    ("day of month", 1, 31, ()),
-    ("month", 1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT",
-                      "NOV", "DEC")),
-    ("day of week", 0, 7, ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")),
-)  # fmt: skip
-
-
-def _cron_value(text: str, field: tuple[str, int, int, tuple[str, ...]]) -> int:
-    name, lo, hi, names = field
-    upper = text.upper()
-    if upper in names:
-        return names.index(upper) + (1 if name == "month" else 0)
-    if not text.isdigit() or not lo <= int(text) <= hi:
-        raise ValueError(f"{text!r} is not a {name} ({lo}-{hi})")
-    return int(text)
-
-
-def _cron(value: str) -> str:
-    """A cron schedule as Kubernetes CronJobs take it: five fields (or a @macro), each a
-    list of ``*``, values or ranges with an optional ``/step``, within the field's range."""
-    if not _CRON.fullmatch(value):  # fullmatch: no trailing newline either
-        raise ValueError(
-            f"{value!r} is not a cron schedule: five fields separated by single spaces "
-            "(minute hour day-of-month month day-of-week), or @hourly, @daily, ..."
-        )
-    if value.startswith("@"):
-        return value
-    for text, field in zip(value.split(" "), _CRON_FIELDS, strict=True):
-        for item in text.split(","):
-            body, _, step = item.partition("/")
-            if step and (not step.isdigit() or int(step) == 0):
-                raise ValueError(f"{value!r}: step {step!r} in the {field[0]} field")
-            if body == "*":
-                continue
-            first, _, last = body.partition("-")
-            a = _cron_value(first, field)
-            if last and _cron_value(last, field) < a:
-                raise ValueError(f"{value!r}: range {body!r} runs backwards")
-    return value
-
-
-_MACRO_GAPS = {"@hourly": 60, "@daily": 1440, "@midnight": 1440, "@weekly": 10080}
-
-
-def _cron_set(text: str, field: tuple[str, int, int, tuple[str, ...]]) -> set[int]:
-    """The values one field of a valid schedule matches."""
-    _, lo, hi, _ = field
-    out: set[int] = set()
-    for item in text.split(","):
-        body, _, step = item.partition("/")
-        if body == "*":
-            a, b = lo, hi
-        else:
-            first, _, last = body.partition("-")
-            a = _cron_value(first, field)
-            b = _cron_value(last, field) if last else (hi if step else a)
-        out.update(range(a, b + 1, int(step or 1)))
-    return out
-
-
-def cron_longest_gap(value: str) -> int | None:
-    """The longest wait, in minutes, between two runs of a valid schedule, or None when
-    the day-of-month or month field restricts it (then it runs days apart at best)."""
-    if value.startswith("@"):
-        return _MACRO_GAPS.get(value)
-    fields = value.split(" ")
-    if fields[2] != "*" or fields[3] != "*":
-        return None
-    minutes = _cron_set(fields[0], _CRON_FIELDS[0])
-    hours = _cron_set(fields[1], _CRON_FIELDS[1])
-    days = {d % 7 for d in _cron_set(fields[4], _CRON_FIELDS[4])}
-    week = [
-        day * 1440 + hour * 60 + minute
-        for day in sorted(days)
-        for hour in sorted(hours)
-        for minute in sorted(minutes)
-    ]
-    return max(b - a for a, b in zip(week, [*week[1:], week[0] + 7 * 1440], strict=True))
-
-
-_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS1123_LABEL.match(value):
-        raise ValueError(
-            f"{value!r} is not a valid Kubernetes name (DNS-1123 label: at most 63 characters, "
-            "lowercase letters, digits and '-', starting and ending with a letter or digit)"
-        )
-    return value
-
-
-def _label_key(value: str) -> str:
-    prefix, _, name = value.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
-        raise ValueError(f"label key {value!r} has an invalid prefix {prefix!r}")
-    if len(name) > 63 or not _LABEL_NAME.match(name):
-        raise ValueError(f"{value!r} is not a valid label key")
-    return value
-
-
-def _label_value(value: str) -> str:
-    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
-        raise ValueError(
-            f"{value!r} is not a valid label value (at most 63 characters: letters, digits, "
-            "'-', '_' and '.', starting and ending with a letter or digit)"
-        )
-    return value
-
-
-def _schema(pattern: str, max_length: int | None = None) -> WithJsonSchema:
-    """The same rule for editors: a JSON Schema pattern mirroring the validator."""
-    schema: dict[str, Any] = {"type": "string", "pattern": pattern}
-    if max_length is not None:
-        schema["maxLength"] = max_length
-    return WithJsonSchema(schema)
-
-
-def _pattern(regex: re.Pattern[str], what: str) -> AfterValidator:
-    def check(value: str) -> str:
-        if not regex.match(value):
-            raise ValueError(f"{value!r} is not a valid {what}")
-        return value
-
-    return AfterValidator(check)
-
-
-def _no_control(value: str) -> str:
-    if _CONTROL.search(value):
-        raise ValueError("control characters are not allowed")
-    return value
-
-
-_LABEL_KEY_SCHEMA = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-Name = Annotated[str, AfterValidator(_dns_label), _schema(_DNS1123_LABEL.pattern, 63)]
-LabelKey = Annotated[str, AfterValidator(_label_key), _schema(_LABEL_KEY_SCHEMA, 317)]
-LabelValue = Annotated[
-    str, AfterValidator(_label_value), _schema(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$", 63)
-]
-Labels = dict[LabelKey, LabelValue]
-Image = Annotated[str, _pattern(_IMAGE, "container image reference"), _schema(_IMAGE.pattern)]
-
-
-def _http_url(value: str) -> str:
-    urls.http_url(value)  # what the weight-sync Job would refuse, refused here
-    return value
-
-
-Url = Annotated[
-    str, _pattern(_URL, "http(s) URL"), AfterValidator(_http_url), _schema(_URL.pattern)
-]
-
-
-def _store_url(value: str) -> str:
-    if urls.is_s3(value):
-        urls.S3Url.parse(value)  # the publisher's and the Job's own check
-    else:
-        urls.http_url(value)
-    return value
-
-
-StoreUrl = Annotated[
-    str,
-    _pattern(_STORE_URL, "store URL (http(s):// or s3://bucket/prefix)"),
-    AfterValidator(_store_url),
-    _schema(_STORE_URL.pattern),
-]
-RoleArn = Annotated[
-    str, _pattern(_ROLE_ARN, "IAM role ARN (arn:aws:iam::<account>:role/<name>)"),
-    _schema(_ROLE_ARN.pattern),
-]  # fmt: skip
-Region = Annotated[str, _pattern(_REGION, "AWS region (for example eu-west-1)"),
-                   _schema(_REGION.pattern)]  # fmt: skip
-Quantity = Annotated[
-    str,
-    _pattern(_QUANTITY, "Kubernetes quantity (for example 500m, 2Gi)"),
-    _schema(_QUANTITY.pattern),
-]
-Cron = Annotated[str, AfterValidator(_cron), _schema(_CRON.pattern)]
-Version = Annotated[
-    str,
-    _pattern(_VERSION, "version (letters, digits, '.', '_', '+', '-')"),
-    _schema(_VERSION.pattern),
-]
-# An absolute path below a directory (the mount point): /models/llama-7b, not /llama-7b.
-_MODEL_PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+/[A-Za-z0-9_-][A-Za-z0-9._-]*$")
-ModelPath = Annotated[
-    str,
-    _pattern(_MODEL_PATH, "model path (an absolute path with a parent directory)"),
-    _schema(_MODEL_PATH.pattern),
-]
-_KUBE_VERSION = re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$")
-KubeVersion = Annotated[
-    str, _pattern(_KUBE_VERSION, "Kubernetes version"), _schema(_KUBE_VERSION.pattern)
-]
-HostName = Annotated[
-    str, _pattern(_DNS1123_SUBDOMAIN, "host name"), _schema(_DNS1123_SUBDOMAIN.pattern, 253)
-]
-FreeText = Annotated[str, AfterValidator(_no_control), Field(max_length=1024)]
-Port = Annotated[int, Field(ge=1, le=65535)]
-Count = Annotated[int, Field(ge=0, le=100_000)]
-Positive = Annotated[int, Field(ge=1, le=1_000_000)]
-
-BitsPerSecond = Annotated[
-    int,
-    BeforeValidator(units.parse_bandwidth),
-    PlainSerializer(lambda v: units.k8s_quantity(v) + "bit/s", return_type=str),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": units.BANDWIDTH_PATTERN,
-            "description": "bandwidth: b = bits, B = bytes (25Gbit/s, 25Gbps, 3GB/s); "
-            "at most 1 Pbit/s",
-            "examples": ["25Gbit/s", "500Mbit/s"],
-        }
-    ),
-]
-Bytes = Annotated[
-    int,
-    BeforeValidator(units.parse_size),
-    PlainSerializer(units.exact_size, return_type=str),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": units.SIZE_PATTERN,
-            "description": "size in bytes (14GiB, 512MB, 2KiB); at most 1 PiB",
-            "examples": ["14GiB", "2KiB"],
-        }
-    ),
-]
-Millis = Annotated[
-    int,
-    BeforeValidator(units.parse_duration),
-    PlainSerializer(units.prom_duration, return_type=str),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": units.DURATION_PATTERN,
-            "description": "duration (300ms, 60s, 5m, 1h30m); at most a year",
-            "examples": ["60s", "5m"],
-        }
-    ),
-]
-Ratio = Annotated[
-    Fraction,
-    BeforeValidator(units.parse_ratio),
-    PlainSerializer(lambda v: f"{float(v) * 100:g}%", return_type=str),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": units.PERCENT_PATTERN,
-            "description": "a share, above 0% and at most 100%",
-            "examples": ["50%", "2%"],
-        }
-    ),
-]
-
-
-def _between(lo: int, hi: int) -> AfterValidator:
-    """A duration within [lo, hi] milliseconds, said in the spec's own units."""
-
-    def check(value: int) -> int:
-        if not lo <= value <= hi:
-            raise ValueError(
-                f"{units.prom_duration(value)} is out of range: from "
-                f"{units.prom_duration(lo)} to {units.prom_duration(hi)}"
-            )
-        return value
-
-    return AfterValidator(check)
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
-    )
 
 
 # --- the spec -----------------------------------------------------------------
@@ -352,11 +62,11 @@ ReloadApi = Literal["restart", "sglang", "vllm", "triton"]
 _SHARE_OF_PODS = re.compile(r"^(100|[1-9][0-9]?)%$")
 MaxUnavailable = (
     Annotated[int, Field(ge=1, le=256)]
-    | Annotated[str, _pattern(_SHARE_OF_PODS, "share of pods"), _schema(_SHARE_OF_PODS.pattern)]
+    | Annotated[str, pattern(_SHARE_OF_PODS, "share of pods"), json_pattern(_SHARE_OF_PODS.pattern)]
 )
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 ServedModelName = Annotated[
-    str, _pattern(_MODEL_NAME, "model name"), _schema(_MODEL_NAME.pattern, 128)
+    str, pattern(_MODEL_NAME, "model name"), json_pattern(_MODEL_NAME.pattern, 128)
 ]
 
 
@@ -374,7 +84,7 @@ class Reload(Model):
     port: Port | None = Field(
         None, description="the engines' HTTP API port (default engine.ports.serving)"
     )
-    timeout: Annotated[Millis, _between(1000, 6 * 3600_000)] = Field(
+    timeout: Annotated[Millis, between(1000, 6 * 3600_000)] = Field(
         10 * 60_000,
         description="how long one long step of a pod may take: its load, and vLLM's drain of "
         "the requests in flight",
@@ -578,311 +288,8 @@ def _default_outputs() -> list[QosOutput]:
     return ["ciliumEgressQoS", "kyverno"]
 
 
-def _all_tiers() -> list[TierName]:
-    return ["hot", "warm", "cold"]
-
-
 class Qos(Model):
     outputs: list[QosOutput] = Field(default_factory=_default_outputs, min_length=1)
-
-
-class ArgoHookTrigger(Model):
-    type: Literal["argocdHook"] = "argocdHook"
-    hook: Literal["PreSync", "Sync", "PostSync"] = "PostSync"
-
-
-class ScheduleTrigger(Model):
-    type: Literal["schedule"]
-    schedule: Cron
-
-
-class Resources(Model):
-    cpu_request: Quantity = "500m"
-    memory_request: Quantity = "1Gi"
-    cpu_limit: Quantity = "2"
-    memory_limit: Quantity = "2Gi"
-
-
-STORE_IMAGE = "docker.io/nginxinc/nginx-unprivileged:1.27-alpine"
-SYNC_IMAGE = "standbyc:0.1.0"  # what the repository's Dockerfile builds (make image)
-
-
-class IrsaCredentials(Model):
-    type: Literal["irsa"]
-    role_arn: RoleArn = Field(
-        description="the IAM role the weight-sync ServiceAccount assumes (EKS IRSA: the "
-        "ServiceAccount is annotated eks.amazonaws.com/role-arn; the pod identity webhook "
-        "gives the pod a web identity token, which the Job exchanges with STS)"
-    )
-
-
-class SecretCredentials(Model):
-    type: Literal["secret"]
-    secret_name: Name = Field(
-        description="a Secret in the namespace with AWS_ACCESS_KEY_ID and "
-        "AWS_SECRET_ACCESS_KEY (and, optionally, AWS_SESSION_TOKEN), passed as env"
-    )
-
-
-class ProfileCredentials(Model):
-    type: Literal["profile"]
-    secret_name: Name = Field(
-        description="a Secret in the namespace holding an AWS shared credentials file under "
-        "the key `credentials` (and, optionally, a config file under `config`), mounted "
-        "read-only"
-    )
-    profile: Annotated[str, _pattern(_LABEL_NAME, "profile name")] = Field(
-        "default", description="the profile of that file to use"
-    )
-
-
-StoreCredentials = Annotated[
-    IrsaCredentials | SecretCredentials | ProfileCredentials, Field(discriminator="type")
-]
-
-
-class WeightStore(Model):
-    url: StoreUrl | None = Field(
-        None,
-        description="an external store: the base URL under which any static HTTP(S) server "
-        "or object store serves what `standbyc weights publish` wrote, or s3://bucket/prefix "
-        "for a private bucket (requests signed with `credentials`). Default: the "
-        "in-cluster store standbyc emits (http://<name>-weight-store.<namespace>.svc:8080/)",
-    )
-    endpoint: Url | None = Field(
-        None, description="s3:// store: an S3-compatible server (default: AWS's own)"
-    )
-    region: Region | None = Field(None, description="s3:// store: the bucket's region")
-    credentials: StoreCredentials | None = Field(
-        None,
-        description="s3:// store: how the Job gets credentials (irsa, a Secret of keys, or a "
-        "profile file from a Secret); none: whatever the node provides (instance role)",
-    )
-    claim_name: Name | None = Field(
-        None,
-        description="in-cluster store: the PVC (ReadWriteMany) the publisher writes the "
-        "store into and the store server reads; default <name>-weight-store",
-    )
-    image: Image = Field(STORE_IMAGE, description="in-cluster store: a static file server")
-
-    @model_validator(mode="after")
-    def _s3_fields(self) -> WeightStore:
-        if not (self.url and urls.is_s3(self.url)):
-            for name in ("endpoint", "region", "credentials"):
-                if getattr(self, name) is not None:
-                    raise ValueError(f"{name}: only for an s3:// url")
-        return self
-
-
-class WeightReport(Model):
-    pushgateway: Url | None = Field(
-        "http://prometheus-pushgateway.monitoring.svc:9091",
-        description="Pushgateway the weight-sync Jobs push standbyc_weights_generation to; "
-        "null: no report, and no alerts on it",
-    )
-    schedule: Cron | None = Field(
-        "*/10 * * * *",
-        description="when the weight-report CronJob pushes again what each tier holds, so "
-        "that a Pushgateway restart (without persistence it forgets every push) does not "
-        "leave the weight alerts blind until the next sync; keep it more frequent than "
-        "alerts.weightsUnreported.for. null: no CronJob",
-    )
-
-
-_CONFIG_KEY = re.compile(r"^[A-Za-z0-9][-._A-Za-z0-9]{0,252}$")
-ConfigKey = Annotated[
-    str, _pattern(_CONFIG_KEY, "Secret or ConfigMap key"), _schema(_CONFIG_KEY.pattern)
-]
-Identity = Annotated[FreeText, Field(min_length=1)]
-
-
-class TrustFile(Model):
-    """A file from a Secret or a ConfigMap of the namespace, mounted read-only into the
-    weight-sync Jobs."""
-
-    secret_name: Name | None = None
-    config_map_name: Name | None = None
-    key: ConfigKey = Field(description="the key that holds the file")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> TrustFile:
-        if (self.secret_name is None) == (self.config_map_name is None):
-            raise ValueError("give exactly one of secretName and configMapName")
-        return self
-
-
-class KeyVerify(Model):
-    type: Literal["key"]
-    public_key: TrustFile = Field(description="the PEM public key (EC P-256, P-384, P-521)")
-
-
-class CertificateVerify(Model):
-    type: Literal["certificate"]
-    certificate_chain: TrustFile = Field(
-        description="PEM certificates the signing certificate must chain to (your root, "
-        "and intermediates)"
-    )
-    identity: Identity = Field(
-        description="what the signing certificate must carry: a subject alternative name "
-        "(email, URI, DNS name), or its common name when it has none"
-    )
-
-
-class SigstoreVerify(Model):
-    type: Literal["sigstore"]
-    identity: Identity = Field(description="the signer's identity in its Fulcio certificate")
-    issuer: Url = Field(description="the OIDC issuer that vouched for it")
-    trust_root: TrustFile = Field(
-        description="a Sigstore ClientTrustConfig JSON (its trusted root): the Job "
-        "verifies offline, without TUF"
-    )
-
-
-Verify = Annotated[KeyVerify | CertificateVerify | SigstoreVerify, Field(discriminator="type")]
-
-
-class WeightSync(Model):
-    image: Image = Field(SYNC_IMAGE, description="an image with standbyc (see Dockerfile)")
-    store: WeightStore = Field(default_factory=WeightStore)
-    trigger: Annotated[ArgoHookTrigger | ScheduleTrigger, Field(discriminator="type")] = Field(
-        default_factory=ArgoHookTrigger
-    )
-    tiers: list[TierName] = Field(default_factory=_all_tiers, min_length=1)
-    bandwidth_share: Ratio = Field(
-        Fraction(1, 2), description="share of a tier's egress that weight sync may use"
-    )
-    expected_delta: Ratio = Field(
-        Fraction(2, 100), description="expected delta size as a share of the model, for the plan"
-    )
-    claim_name: Name | None = Field(
-        None,
-        description="PVC (ReadWriteMany) holding one checkpoint directory per tier, "
-        "<tier>/<model.name>; default <name>-weights",
-    )
-    backoff_limit: Count = 3
-    active_deadline: Millis | None = Field(
-        None,
-        description="each weight-sync Job's activeDeadlineSeconds. Default: 30m, or more for "
-        "a tier whose engines reload, so that its whole reload fits at worst (every wave, "
-        "every step taking reload.timeout); set lower than that, compile refuses",
-    )
-    ttl_after_finished: Millis | None = Field(
-        None,
-        description="delete finished Jobs after this long; a deleted failed Job no longer "
-        "raises WeightSyncJobFailed (default: keep them)",
-    )
-    resources: Resources = Field(default_factory=Resources)
-    report: WeightReport = Field(default_factory=WeightReport)
-    verify: Verify | None = Field(
-        None,
-        description="swap in only generations their publisher signed (OpenSSF Model "
-        "Signing, `standbyc weights publish --sign-key`), verified by the Job before the "
-        "swap: with a public key, a certificate chain and identity, or a Sigstore identity. "
-        "None: any writer of the store decides what is served",
-    )
-
-
-Severity = Literal["info", "warning", "critical"]
-
-
-class RateAlert(Model):
-    """A threshold over a rate window. Each alert's subclass gives its defaults, so a spec
-    sets only what it changes (``bandwidthHigh: {window: 10m}``)."""
-
-    threshold: BitsPerSecond
-    window: Millis
-    for_: Millis = Field(alias="for")
-    severity: Severity
-    keep_firing_for: Millis | None = Field(
-        None,
-        description="keep a firing alert firing this long after its expression turns false "
-        "(Prometheus >= 2.42): one missed scrape leaves a rate window short of its first "
-        "sample and would resolve the alert mid-incident. Default: two scrape intervals; "
-        "0s turns it off",
-    )
-
-
-class BandwidthHighAlert(RateAlert):
-    threshold: BitsPerSecond = 10 * 10**9
-    window: Millis = 5 * 60_000
-    for_: Millis = Field(5 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-class FailoverSpikeAlert(RateAlert):
-    threshold: BitsPerSecond = 50 * 10**9
-    window: Millis = 2 * 60_000
-    for_: Millis = Field(60_000, alias="for")
-    severity: Severity = "critical"
-
-
-class DurationAlert(Model):
-    """An alert with only a ``for``; each alert's subclass gives its defaults."""
-
-    for_: Millis = Field(alias="for")
-    severity: Severity
-
-
-class HotReplicasLowAlert(DurationAlert):
-    for_: Millis = Field(2 * 60_000, alias="for")
-    severity: Severity = "critical"
-
-
-class WeightSyncFailedAlert(DurationAlert):
-    for_: Millis = Field(60_000, alias="for")
-    severity: Severity = "critical"
-
-
-class WeightsBehindAlert(DurationAlert):
-    for_: Millis = Field(15 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-class WeightsUnreportedAlert(DurationAlert):
-    for_: Millis = Field(30 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-class WeightsNotServedAlert(DurationAlert):
-    for_: Millis = Field(10 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-class WeightsRefusedAlert(DurationAlert):
-    for_: Millis = Field(60_000, alias="for")
-    severity: Severity = "critical"
-
-
-class TierLabelsMissingAlert(DurationAlert):
-    for_: Millis = Field(15 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-# Prometheus takes intervals in whole seconds at the finest worth having; an hour is as
-# coarse as an alert on failover traffic can be.
-Interval = Annotated[Millis, _between(1000, 3600_000)]
-
-
-class Alerts(Model):
-    evaluation_interval: Interval = 30_000
-    scrape_interval: Interval = 30_000
-    runbook_base_url: Url = "https://runbooks.example.com/standbyc"
-    rule_labels: Labels = Field(
-        default_factory=lambda: {"release": "kube-prometheus-stack"},
-        description="labels on the PrometheusRule; a Prometheus run by prometheus-operator "
-        "loads it only where its ruleSelector matches them (kube-prometheus-stack selects "
-        "release: <its Helm release>; the default matches a release named "
-        "kube-prometheus-stack)",
-    )
-    bandwidth_high: BandwidthHighAlert = Field(default_factory=BandwidthHighAlert)
-    failover_spike: FailoverSpikeAlert = Field(default_factory=FailoverSpikeAlert)
-    hot_replicas_low: HotReplicasLowAlert = Field(default_factory=HotReplicasLowAlert)
-    weight_sync_failed: WeightSyncFailedAlert = Field(default_factory=WeightSyncFailedAlert)
-    weights_behind: WeightsBehindAlert = Field(default_factory=WeightsBehindAlert)
-    weights_unreported: WeightsUnreportedAlert = Field(default_factory=WeightsUnreportedAlert)
-    weights_not_served: WeightsNotServedAlert = Field(default_factory=WeightsNotServedAlert)
-    weights_refused: WeightsRefusedAlert = Field(default_factory=WeightsRefusedAlert)
-    tier_labels_missing: TierLabelsMissingAlert = Field(default_factory=TierLabelsMissingAlert)
 
 
 class GrafanaOperator(Model):
@@ -917,7 +324,7 @@ class DashboardSettings(Model):
         "(kube-prometheus-stack: grafana.sidecar.dashboards.label and labelValue, default "
         'grafana_dashboard: "1")',
     )
-    folder: Annotated[str, _pattern(_FOLDER, "folder title"), _schema(_FOLDER.pattern)] = Field(
+    folder: Annotated[str, pattern(_FOLDER, "folder title"), json_pattern(_FOLDER.pattern)] = Field(
         "standbyc", description="the Grafana folder the dashboard is filed in"
     )
     folder_annotation: LabelKey = Field(
