@@ -211,7 +211,7 @@ def _exporter_restarts(
     n = (PRESENT + KSM_DOWN_MS // ctx.scrape_ms) * 2 + LONG_MS // ctx.scrape_ms // 8
     watched = [*hot_pods(n), *ctx.namespace_labels(f"1x{n}")]
     return silent_while_ksm_down(
-        ctx, alert, watched, foreign, n, what=" and every hot pod stays ready"
+        ctx, alert, watched, foreign, samples=n, what=" and every hot pod stays ready"
     )
 
 

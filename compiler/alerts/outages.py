@@ -33,14 +33,17 @@ def silent_while_ksm_down(
     alert: Alert,
     watched: list[Series],
     others: list[Series],
-    samples: int,
     *,
+    samples: int | None = None,
     what: str = "",
 ) -> Case:
     """kube-state-metrics is down for KSM_DOWN_MS after PRESENT scrapes (every series it
-    exports in ``watched`` goes stale, then holds 1 again up to ``samples``), ``others`` as
-    they are: the alert never fires. ``what`` ends the case's name."""
+    exports in ``watched`` goes stale, then holds 1 again up to ``samples``; default: back
+    for as many samples as the alert's fires-then-silent cases hold), ``others`` as they
+    are: the alert never fires. ``what`` ends the case's name."""
     down = KSM_DOWN_MS // ctx.scrape_ms
+    if samples is None:
+        samples = PRESENT + down + ctx.timeline(0, alert.for_ms).steps
     gap = f"1x{PRESENT - 1} stale _x{down - 1} 1x{samples - PRESENT - down}"
     end = samples * ctx.scrape_ms
     return Case(

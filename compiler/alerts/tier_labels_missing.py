@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from compiler import units
 from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, Series, indent
-from compiler.alerts.outages import KSM_DOWN_MS, PRESENT, silent_while_ksm_down
+from compiler.alerts.outages import silent_while_ksm_down
 
 KEY = "tierLabelsMissing"  # its settings in the spec: alerts.tierLabelsMissing
 RATE = False
@@ -119,6 +119,4 @@ def _cases(ctx: Context, alert: Alert, for_ms: int) -> None:
         )
     # kube-state-metrics restarts: every series it exports is stale for KSM_DOWN_MS, then
     # back. Labels and sentinel go and come back together, so nothing pages.
-    samples = PRESENT + KSM_DOWN_MS // ctx.scrape_ms + steps
-    watched = [*pods(True), *ns()]
-    alert.cases.append(silent_while_ksm_down(ctx, alert, watched, foreign, samples))
+    alert.cases.append(silent_while_ksm_down(ctx, alert, [*pods(True), *ns()], foreign))
