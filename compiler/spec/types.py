@@ -77,6 +77,8 @@ def json_pattern(pattern: str, max_length: int | None = None) -> WithJsonSchema:
 
 
 def pattern(regex: re.Pattern[str], what: str) -> AfterValidator:
+    """A string that ``regex`` matches, else "not a valid ``what``"."""
+
     def check(value: str) -> str:
         if not regex.match(value):
             raise ValueError(f"{value!r} is not a valid {what}")
