@@ -2,9 +2,9 @@
 registry that rendering and the spec checks both iterate, so an alert cannot be rendered
 without its timing being checked, or checked without being rendered.
 
-Adding an alert: a module here with ``KEY``, ``RATE`` and ``build(ctx)``, its line in
-``ALERTS``, and its settings field in ``compiler.spec.Alerts`` (a test holds the two lists
-together).
+Adding an alert (docs/alerts.md): a module here with ``KEY``, ``RATE`` and ``build(ctx)``
+(its cases for a data source down from ``outages``), its line in ``ALERTS``, and its settings
+in ``compiler/spec/alerts.py`` (a test holds the two lists together).
 """
 
 from __future__ import annotations

@@ -24,14 +24,13 @@ from compiler.alerts.base import (
     indent,
     selector,
 )
+from compiler.alerts.outages import KSM_DOWN_MS, PRESENT, silent_while_ksm_down
 
 KEY = "hotReplicasLow"  # its settings in the spec: alerts.hotReplicasLow
 RATE = False
-PRESENT = 4  # scrapes before the event a case plays out (pods gone, exporter down, ...)
-KSM_DOWN_MS = 4 * 60_000  # a kube-state-metrics rollout or eviction, as the audit saw one
 LONG_MS = 2 * 3600_000  # how long the cases that must not end by themselves are watched
 
-PodFn = Callable[..., list["Series"]]  # _cases' pod(name, tier, ready, namespace, n)
+PodFn = Callable[..., list["Series"]]  # _pod_fn's pod(name, tier, ready, namespace, n)
 
 
 def build(ctx: Context) -> Alert | None:
@@ -78,10 +77,7 @@ def build(ctx: Context) -> Alert | None:
     return alert
 
 
-def _cases(ctx: Context, alert: Alert, replicas: int, for_ms: int) -> None:
-    timeline = ctx.timeline(0, for_ms)
-    steps = timeline.steps
-
+def _pod_fn(ctx: Context, steps: int) -> PodFn:
     def pod(
         name: str,
         tier: str | None,
@@ -92,7 +88,7 @@ def _cases(ctx: Context, alert: Alert, replicas: int, for_ms: int) -> None:
         engine: bool = True,
     ) -> list[Series]:
         """A pod as kube-state-metrics exports it: one ready series per condition; ``n``
-        samples (default: the timeline's); ``tier`` None: exported without labels;
+        samples (default: ``steps``); ``tier`` None: exported without labels;
         ``engine`` False: it carries the tier label but not the engine's selector labels
         (another app's pod)."""
         n = n or steps
@@ -106,6 +102,14 @@ def _cases(ctx: Context, alert: Alert, replicas: int, for_ms: int) -> None:
             + ctx.labels_series(name, tier, f"1x{n}", namespace, selector_labels=engine)
             + ctx.pod_info(name, f"1x{n}", namespace)
         )
+
+    return pod
+
+
+def _cases(ctx: Context, alert: Alert, replicas: int, for_ms: int) -> None:
+    timeline = ctx.timeline(0, for_ms)
+    steps = timeline.steps
+    pod = _pod_fn(ctx, steps)
 
     def hot_pods(n: int = 0, count: int = replicas, tier: str | None = "hot") -> list[Series]:
         return [s for i in range(count) for s in pod(f"hot-{i}", tier, True, n=n)]
@@ -153,7 +157,7 @@ def _cases(ctx: Context, alert: Alert, replicas: int, for_ms: int) -> None:
     alert.cases.extend(
         [
             _all_gone(ctx, pod, [*hot_pods(), *others], firing=firing, for_ms=for_ms),
-            _exporter_restarts(ctx, hot_pods, foreign),
+            _exporter_restarts(ctx, alert, hot_pods, foreign),
             _allowlist_lost_then_rollout(ctx, pod, foreign),
             Case(
                 f"HotTierBelowReplicas stays silent with {replicas} ready pods exported without "
@@ -200,23 +204,14 @@ def _all_gone(
 
 
 def _exporter_restarts(
-    ctx: Context, hot_pods: Callable[..., list[Series]], foreign: list[Series]
+    ctx: Context, alert: Alert, hot_pods: Callable[..., list[Series]], foreign: list[Series]
 ) -> Case:
-    """kube-state-metrics is down for KSM_DOWN_MS (a rollout, an eviction): every series it
-    exports goes stale, then comes back, while all hot pods stay ready. No page."""
-    down = KSM_DOWN_MS // ctx.scrape_ms
-    n = (PRESENT + down) * 2 + LONG_MS // ctx.scrape_ms // 8
-    gap = f"1x{PRESENT - 1} stale _x{down - 1} 1x{n - PRESENT - down}"
-    series = [
-        Series(s.series, gap) if 'job="kube-state-metrics"' in s.series else s
-        for s in [*hot_pods(n), *ctx.namespace_labels(f"1x{n}")]
-    ]
-    end = n * ctx.scrape_ms
-    return Case(
-        f"HotTierBelowReplicas stays silent while kube-state-metrics is down for "
-        f"{units.prom_duration(KSM_DOWN_MS)} and every hot pod stays ready",
-        [*series, *foreign],
-        [Expect(ctx.grid(t), []) for t in range(0, end - ctx.scrape_ms, 60_000)],
+    """kube-state-metrics is down for KSM_DOWN_MS (a rollout, an eviction) while all hot
+    pods stay ready. No page."""
+    n = (PRESENT + KSM_DOWN_MS // ctx.scrape_ms) * 2 + LONG_MS // ctx.scrape_ms // 8
+    watched = [*hot_pods(n), *ctx.namespace_labels(f"1x{n}")]
+    return silent_while_ksm_down(
+        ctx, alert, watched, foreign, samples=n, what=" and every hot pod stays ready"
     )
 
 

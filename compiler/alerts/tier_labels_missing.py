@@ -7,11 +7,11 @@ exports no pod or namespace labels at all; it needs the engine's ``allowlist_fla
 from __future__ import annotations
 
 from compiler import units
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, indent
+from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, Series, indent
+from compiler.alerts.outages import silent_while_ksm_down
 
 KEY = "tierLabelsMissing"  # its settings in the spec: alerts.tierLabelsMissing
 RATE = False
-KSM_DOWN_MS = 4 * 60_000  # a kube-state-metrics rollout: every series it exports goes stale
 
 
 def build(ctx: Context) -> Alert | None:
@@ -119,15 +119,4 @@ def _cases(ctx: Context, alert: Alert, for_ms: int) -> None:
         )
     # kube-state-metrics restarts: every series it exports is stale for KSM_DOWN_MS, then
     # back. Labels and sentinel go and come back together, so nothing pages.
-    down = KSM_DOWN_MS // ctx.scrape_ms
-    present = 4
-    gap = f"1x{present - 1} stale _x{down - 1} 1x{steps}"
-    end = (present + down + steps) * ctx.scrape_ms
-    alert.cases.append(
-        Case(
-            "StandbyTierLabelsMissing stays silent while kube-state-metrics is down for "
-            f"{units.prom_duration(KSM_DOWN_MS)}",
-            [*pods(True, values=gap), *ns(values=gap), *foreign],
-            [Expect(ctx.grid(t), []) for t in range(0, end - ctx.scrape_ms, 60_000)],
-        )
-    )
+    alert.cases.append(silent_while_ksm_down(ctx, alert, [*pods(True), *ns()], foreign))

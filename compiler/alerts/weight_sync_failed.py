@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler import units
 from compiler.alerts.base import (
     OTHER_NAMESPACE,
     Alert,
@@ -26,6 +25,7 @@ from compiler.alerts.base import (
     one_of,
     selector,
 )
+from compiler.alerts.outages import ends_while_ksm_down
 from compiler.names import DIGEST_CHARS
 
 KEY = "weightSyncFailed"  # its settings in the spec: alerts.weightSyncFailed
@@ -83,9 +83,16 @@ def build(ctx: Context) -> Alert | None:
             "older than model.generation).",
         ),
     )
-    timeline = ctx.timeline(0, cfg.for_)
-    steps = timeline.steps
     ours = prefix + sync_tiers[0] + ("-29400000" if scheduled else f"-{DIGESTS[0]}")
+    _cases(ctx, alert, ours)
+    return alert
+
+
+def _cases(ctx: Context, alert: Alert, ours: str) -> None:
+    """The cases of the failed Job ``ours``: it fires, stays silent while the Job has not
+    failed, resolves after a later success, and ends while kube-state-metrics is down."""
+    timeline = ctx.timeline(0, alert.for_ms)
+    steps = timeline.steps
 
     def job(name: str, condition: str, value: int, namespace: str | None = None) -> list[Series]:
         labels = {"namespace": namespace or ctx.ns, "job_name": name, "condition": condition}
@@ -96,6 +103,7 @@ def build(ctx: Context) -> Alert | None:
         *job("unrelated-job", "true", 1),
         *job(ours, "false", 1),
     ]
+    firing = [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})]
     alert.cases.extend(
         ctx.fires_then_silent(
             alert,
@@ -103,7 +111,7 @@ def build(ctx: Context) -> Alert | None:
             (
                 "WeightSyncJobFailed fires for a failed weight-sync Job",
                 [*job(ours, "true", 1), *foreign, *_history(ctx, ours, steps, None)],
-                [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})],
+                firing,
             ),
             (
                 "WeightSyncJobFailed stays silent while the Job has not failed",
@@ -111,43 +119,18 @@ def build(ctx: Context) -> Alert | None:
             ),
         )
     )
-    if scheduled:
+    if ctx.plan.sync.scheduled:
         alert.cases.append(_later_success(ctx, alert, ours, job, timeline))
     else:
         alert.cases.append(_later_job(ctx, alert, ours, job, timeline))
-    alert.cases.append(_exporter_restart(ctx, alert, ours, job(ours, "true", 1), timeline))
-    return alert
-
-
-KSM_DOWN_MS = 4 * 60_000  # a kube-state-metrics rollout or eviction
-
-
-def _exporter_restart(
-    ctx: Context, alert: Alert, ours: str, failed: list[Series], timeline: Any
-) -> Case:
-    """kube-state-metrics is down for KSM_DOWN_MS once the alert fires: with no
-    kube_job_failed it ends, and fires again ``for`` after the exporter is back."""
-    down_at = timeline.fire // ctx.scrape_ms + 1
-    back_at = down_at + KSM_DOWN_MS // ctx.scrape_ms
-    again = ctx.timeline(back_at * ctx.scrape_ms, alert.for_ms).fire
-    steps = again // ctx.scrape_ms + 4
-    gap = f"1x{down_at - 1} stale _x{back_at - down_at - 1} 1x{steps - back_at}"
-    history = [
-        Series(s.series, s.values.replace(f"x{timeline.steps}", f"x{steps}"))
-        for s in _history(ctx, ours, timeline.steps, None)
-    ]
-    firing = [ctx.expected(alert, {"namespace": ctx.ns, "job_name": ours})]
-    return Case(
-        "WeightSyncJobFailed ends while kube-state-metrics is down for "
-        f"{units.prom_duration(KSM_DOWN_MS)} and fires again "
-        f"{units.prom_duration(alert.for_ms)} after it is back",
-        [*(Series(s.series, gap) for s in failed), *history],
-        [
-            Expect(timeline.fire, firing),
-            Expect(ctx.grid(down_at * ctx.scrape_ms) + ctx.eval_ms, []),
-            Expect(again - ctx.eval_ms, []),
-            Expect(again, firing),
-        ],
+    alert.cases.append(
+        ends_while_ksm_down(
+            ctx,
+            alert,
+            timeline,
+            firing,
+            lambda samples: (job(ours, "true", 1), _history(ctx, ours, samples, None)),
+        )
     )
 
 

@@ -9,18 +9,19 @@ test checks that it records the spec's generation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from compiler import names, units
 from compiler.alerts.base import (
     OTHER_NAMESPACE,
     OTHER_TIER,
     Alert,
-    Case,
     Context,
-    Expect,
     Record,
     Series,
     selector,
 )
+from compiler.alerts.outages import pushgateway_restart, restart_window
 
 KEY = "weightsBehind"  # its settings in the spec: alerts.weightsBehind
 RATE = False
@@ -60,7 +61,14 @@ def build(ctx: Context) -> Alert | None:
         ),
         records=(record,),
     )
-    timeline = ctx.timeline(0, cfg.for_)
+    _cases(ctx, alert, spec, sync_tiers)
+    return alert
+
+
+def _cases(ctx: Context, alert: Alert, spec: dict[str, str], sync_tiers: list[str]) -> None:
+    """The last sync tier one generation behind fires, every tier current does not; and
+    through a Pushgateway restart."""
+    timeline = ctx.timeline(0, alert.for_ms)
     steps, tier = timeline.steps, sync_tiers[-1]
     wanted = [
         _wanted_series(spec, WANTED, steps),
@@ -95,40 +103,17 @@ def build(ctx: Context) -> Alert | None:
             ),
         )
     )
-    # The Pushgateway restarts once the alert fires. The weight-report CronJob pushes
-    # again after the longest wait of its schedule: the alert neither resolves nor starts
-    # over. Nothing pushes again: it resolves once the bridge runs out (and
+    # Nothing pushes again after the restart: it resolves once the bridge runs out (and
     # StandbyWeightsUnreported takes over).
-    restart = timeline.fire
-    end = max(restart + ctx.report_gap_ms + 2 * cfg.for_, ctx.forgotten_at(restart))
-    long = end // ctx.scrape_ms + 2
+    long = restart_window(ctx, alert.for_ms)[1] // ctx.scrape_ms + 2
     wanted_long = [Series(w.series, f"{w.values.partition('x')[0]}x{long}") for w in wanted]
+    held = [(tier, WANTED - 1), *((t, WANTED) for t in sync_tiers if t != tier)]
 
-    def restarted(back: bool) -> list[Series]:
-        return [
-            ctx.pushed(t, g, 0, values=ctx.pushgateway_restart(g, restart, end, back=back))
-            for t, g in [(tier, WANTED - 1), *((t, WANTED) for t in sync_tiers if t != tier)]
-        ]
+    def restarted(values: Callable[[int], str]) -> list[Series]:
+        pushed = [ctx.pushed(t, g, 0, values=values(g)) for t, g in held]
+        return [*pushed, *foreign, *wanted_long]
 
-    gone = ctx.forgotten_at(restart)
-    alert.cases.extend(
-        [
-            Case(
-                "StandbyWeightsBehind keeps firing through a Pushgateway restart when the "
-                f"weight-report CronJob pushes again {units.prom_duration(ctx.report_gap_ms)} "
-                "later",
-                [*restarted(True), *foreign, *wanted_long],
-                [Expect(t, [firing]) for t in ctx.spread(timeline.fire, end)],
-            ),
-            Case(
-                "StandbyWeightsBehind resolves when the Pushgateway restarted and nothing "
-                f"pushed again for {units.prom_duration(ctx.plan.sync.report_bridge_ms)}",
-                [*restarted(False), *foreign, *wanted_long],
-                [Expect(gone - ctx.eval_ms, [firing]), Expect(gone, [])],
-            ),
-        ]
-    )
-    return alert
+    alert.cases.extend(pushgateway_restart(ctx, alert, firing, restarted))
 
 
 def _wanted() -> str:

@@ -11,8 +11,11 @@ generation stays the one the whole tier last confirmed, below the one on disk.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from compiler import names, units
-from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, selector
+from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, Series, selector
+from compiler.alerts.outages import pushgateway_restart
 
 KEY = "weightsNotServed"  # its settings in the spec: alerts.weightsNotServed
 RATE = False
@@ -50,7 +53,14 @@ def build(ctx: Context) -> Alert | None:
             "failover to them would serve stale weights; restart those pods, or rerun the Job.",
         ),
     )
-    timeline = ctx.timeline(0, cfg.for_)
+    _cases(ctx, alert, pushed, tiers)
+    return alert
+
+
+def _cases(ctx: Context, alert: Alert, pushed: dict[str, str], tiers: list[str]) -> None:
+    """A pod of the first reloading tier that did not load the generation on disk fires,
+    every pod serving it does not; and through a Pushgateway restart."""
+    timeline = ctx.timeline(0, alert.for_ms)
     steps, tier = timeline.steps, tiers[0]
 
     def served(t: str, gen: int, failed: int, **other: str) -> list[Series]:
@@ -88,48 +98,22 @@ def build(ctx: Context) -> Alert | None:
             ),
         )
     )
-    # The Pushgateway restarts once the alert fires. The weight-report CronJob pushes both
-    # series again after the longest wait of its schedule: it keeps firing. Nothing
-    # pushes again: it resolves once the bridge runs out.
-    restart = timeline.fire
-    end = max(restart + ctx.report_gap_ms + 2 * cfg.for_, ctx.forgotten_at(restart))
 
-    def restarted(t: str, gen: int, failed: int, back: bool) -> list[Series]:
-        def again(value: int) -> str:
-            return ctx.pushgateway_restart(value, restart, end, back=back)
-
+    def restarted(t: str, gen: int, failed: int, again: Callable[[int], str]) -> list[Series]:
         return [
             ctx.pushed(t, HELD, 0, values=again(HELD)),
             ctx.pushed(t, gen, 0, values=again(gen), metric=names.SERVED_METRIC),
             ctx.pushed(t, failed, 0, values=again(failed), metric=names.RELOAD_FAILED_METRIC),
         ]
 
-    def every(back: bool) -> list[Series]:
+    def every(again: Callable[[int], str]) -> list[Series]:
         return [
-            *restarted(tier, HELD - 1, 1, back),
-            *(s for t in tiers[1:] for s in restarted(t, HELD, 0, back)),
+            *restarted(tier, HELD - 1, 1, again),
+            *(s for t in tiers[1:] for s in restarted(t, HELD, 0, again)),
             *foreign,
         ]
 
-    gone = ctx.forgotten_at(restart)
-    alert.cases.extend(
-        [
-            Case(
-                "StandbyServingOldWeights keeps firing through a Pushgateway restart when the "
-                f"weight-report CronJob pushes again {units.prom_duration(ctx.report_gap_ms)} "
-                "later",
-                every(True),
-                [Expect(t, [firing]) for t in ctx.spread(timeline.fire, end)],
-            ),
-            Case(
-                "StandbyServingOldWeights resolves when the Pushgateway restarted and nothing "
-                f"pushed again for {units.prom_duration(ctx.plan.sync.report_bridge_ms)}",
-                every(False),
-                [Expect(gone - ctx.eval_ms, [firing]), Expect(gone, [])],
-            ),
-        ]
-    )
-    return alert
+    alert.cases.extend(pushgateway_restart(ctx, alert, firing, every))
 
 
 def _failed(ctx: Context) -> str:

@@ -10,10 +10,12 @@ publisher wrote it (or the publisher did not sign).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from compiler import names, units
+from compiler import names
 from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, selector
+from compiler.alerts.outages import pushgateway_restart, restart_window
 
 KEY = "weightsRefused"  # its settings in the spec: alerts.weightsRefused
 RATE = False
@@ -91,10 +93,8 @@ def _later(
     """After it fires: a sync that verifies ends it at once; a Pushgateway restart does not,
     while the weight-report CronJob pushes the refusal again, and ends it once the bridge
     runs out when nothing does."""
-    timeline = ctx.timeline(0, alert.for_ms)
-    tier, fire = tiers[0], timeline.fire
-    good = fire // ctx.scrape_ms + 1  # the scrape that sees the next sync's 0
-    end = max(fire + ctx.report_gap_ms + 2 * alert.for_ms, ctx.forgotten_at(fire))
+    fire, end = restart_window(ctx, alert.for_ms)
+    tier, good = tiers[0], fire // ctx.scrape_ms + 1  # the scrape that sees the next sync's 0
     long = end // ctx.scrape_ms + 2
 
     def series(t: str, gen: int, values: str) -> Series:
@@ -103,13 +103,13 @@ def _later(
     fixed = [series(tier, REFUSED, f"{REFUSED}x{good - 1} 0x{long - good}")]
     others = [series(t, 0, f"0x{long}") for t in tiers[1:]]
 
-    def restarted(back: bool) -> list[Series]:
-        def again(gen: int) -> str:
-            return ctx.pushgateway_restart(gen, fire, end, back=back)
+    def restarted(again: Callable[[int], str]) -> list[Series]:
+        refused = [
+            series(tier, REFUSED, again(REFUSED)),
+            *(series(t, 0, again(0)) for t in tiers[1:]),
+        ]
+        return [*refused, *foreign]
 
-        return [series(tier, REFUSED, again(REFUSED)), *(series(t, 0, again(0)) for t in tiers[1:])]
-
-    gone = ctx.forgotten_at(fire)
     resolved = ctx.grid(good * ctx.scrape_ms)
     return [
         Case(
@@ -117,16 +117,5 @@ def _later(
             [*fixed, *others, *foreign],
             [Expect(fire, [firing]), Expect(resolved, [])],
         ),
-        Case(
-            "StandbyWeightsRefused keeps firing through a Pushgateway restart when the "
-            f"weight-report CronJob pushes again {units.prom_duration(ctx.report_gap_ms)} later",
-            [*restarted(True), *foreign],
-            [Expect(t, [firing]) for t in ctx.spread(fire, end)],
-        ),
-        Case(
-            "StandbyWeightsRefused resolves when the Pushgateway restarted and nothing pushed "
-            f"again for {units.prom_duration(ctx.plan.sync.report_bridge_ms)}",
-            [*restarted(False), *foreign],
-            [Expect(gone - ctx.eval_ms, [firing]), Expect(gone, [])],
-        ),
+        *pushgateway_restart(ctx, alert, firing, restarted),
     ]

@@ -1,0 +1,55 @@
+"""Step 2: the StandbySpec model (pydantic v2, unknown fields refused), and the names its
+callers import: ``sections`` (the spec, section by section), ``weight_sync`` and ``alerts``
+(two sections of their own), ``types`` (the scalar types: unit-carrying fields are parsed by
+``compiler.units`` and stored as integers: bit/s, bytes, milliseconds) and ``cron``."""
+
+from compiler.spec.alerts import Alerts, RateAlert
+from compiler.spec.cron import cron_longest_gap
+from compiler.spec.sections import (
+    DEFAULT_PRIORITY,
+    ConnectionPool,
+    DashboardSettings,
+    EnginePorts,
+    StandbySpec,
+    json_schema,
+)
+from compiler.spec.types import TIER_NAMES
+from compiler.spec.weight_sync import (
+    SYNC_IMAGE,
+    ArgoHookTrigger,
+    CertificateVerify,
+    IrsaCredentials,
+    KeyVerify,
+    ProfileCredentials,
+    Resources,
+    ScheduleTrigger,
+    SecretCredentials,
+    StoreCredentials,
+    TrustFile,
+    Verify,
+)
+
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "SYNC_IMAGE",
+    "TIER_NAMES",
+    "Alerts",
+    "ArgoHookTrigger",
+    "CertificateVerify",
+    "ConnectionPool",
+    "DashboardSettings",
+    "EnginePorts",
+    "IrsaCredentials",
+    "KeyVerify",
+    "ProfileCredentials",
+    "RateAlert",
+    "Resources",
+    "ScheduleTrigger",
+    "SecretCredentials",
+    "StandbySpec",
+    "StoreCredentials",
+    "TrustFile",
+    "Verify",
+    "cron_longest_gap",
+    "json_schema",
+]

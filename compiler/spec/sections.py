@@ -1,0 +1,428 @@
+"""The StandbySpec model, section by section (the weightSync section in ``weight_sync``, the
+alerts section in ``alerts``, the scalar types in ``types``).
+
+Every default follows the seed design (three hot / two warm / one cold
+replicas at 25/10/5 Gbit/s on a 100 Gbit/s link, a 14 GiB model), so a spec
+with only ``metadata`` compiles; a spec that writes ``tiers`` runs only the tiers
+it writes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from compiler.spec.alerts import Alerts
+from compiler.spec.types import (
+    TIER_NAMES,
+    BitsPerSecond,
+    Bytes,
+    Count,
+    FreeText,
+    HostName,
+    KubeVersion,
+    LabelKey,
+    Labels,
+    Millis,
+    Model,
+    ModelPath,
+    Name,
+    Port,
+    Positive,
+    TierName,
+    Version,
+    between,
+    json_pattern,
+    pattern,
+)
+from compiler.spec.weight_sync import WeightSync
+
+API_VERSION = "standbyc.dev/v1alpha1"
+KIND = "StandbySpec"
+DEFAULT_PRIORITY: dict[str, str] = {"hot": "guaranteed", "warm": "burstable", "cold": "besteffort"}
+
+
+# --- the spec -----------------------------------------------------------------
+
+
+class Metadata(Model):
+    name: Name
+    namespace: Name = "default"
+    labels: Labels = Field(default_factory=dict)
+
+
+class EnginePorts(Model):
+    serving: Port = 8000
+    metrics: Port | None = None
+
+
+ReloadApi = Literal["restart", "sglang", "vllm", "triton"]
+_SHARE_OF_PODS = re.compile(r"^(100|[1-9][0-9]?)%$")
+MaxUnavailable = (
+    Annotated[int, Field(ge=1, le=256)]
+    | Annotated[str, pattern(_SHARE_OF_PODS, "share of pods"), json_pattern(_SHARE_OF_PODS.pattern)]
+)
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ServedModelName = Annotated[
+    str, pattern(_MODEL_NAME, "model name"), json_pattern(_MODEL_NAME.pattern, 128)
+]
+
+
+class Reload(Model):
+    """How a tier's running engines take a new generation (docs/engine-reload.md)."""
+
+    api: ReloadApi = Field(
+        "restart",
+        description="restart: the engines load the new model directory when they next start "
+        "(nothing asks them). sglang (>= 0.5.6), vllm (>= 0.16.0, VLLM_SERVER_DEV_MODE=1) or "
+        "triton (>= 2.34, --model-control-mode=explicit): after each verified swap the "
+        "weight-sync Job asks the tier's pods to load it, maxUnavailable at a time, through "
+        "a headless Service, and reads back what each serves",
+    )
+    port: Port | None = Field(
+        None, description="the engines' HTTP API port (default engine.ports.serving)"
+    )
+    timeout: Annotated[Millis, between(1000, 6 * 3600_000)] = Field(
+        10 * 60_000,
+        description="how long one long step of a pod may take: its load, and vLLM's drain of "
+        "the requests in flight",
+    )
+    model: ServedModelName | None = Field(
+        None, description="triton: the model's name in its repository (default model.name)"
+    )
+    max_unavailable: MaxUnavailable = Field(
+        1,
+        description="pods of the tier asked to load at once, a number or a share of replicas "
+        "(rounded down, at least 1); the rest keep serving, and a wave with a failure ends "
+        "the reload",
+    )
+    swap: Literal["sideBySide", "unloadFirst"] | None = Field(
+        None,
+        description="triton only: sideBySide (default) loads a new instance beside the old "
+        "one, which serves until the new one is ready and if it fails (needs memory for two); "
+        "unloadFirst unloads the model first (the pod serves nothing during its load)",
+    )
+
+    @model_validator(mode="after")
+    def _swap_is_tritons(self) -> Reload:
+        if self.swap is not None and self.api != "triton":
+            raise ValueError(f"swap: only for api triton (the {self.api} engines load in place)")
+        return self
+
+
+class Engine(Model):
+    selector: Labels = Field(
+        default_factory=lambda: {"app": "inference-engine"},
+        description="labels every engine pod carries (a matchLabels selector)",
+    )
+    tier_label: LabelKey = Field("tier", description="label key whose value is hot, warm or cold")
+    protocol: Literal["http", "grpc"] = "http"
+    ports: EnginePorts = Field(default_factory=EnginePorts)
+    reload: Reload = Field(
+        default_factory=Reload,
+        description="how the engines take a new generation; tiers.<tier>.reload overrides it",
+    )
+
+
+class Network(Model):
+    link: BitsPerSecond = Field(100 * 10**9, description="bandwidth of the shared link")
+
+
+Priority = Literal["guaranteed", "burstable", "besteffort"] | Annotated[int, Field(ge=0, le=1000)]
+
+
+def _egress_when_on(schema: dict[str, Any]) -> None:
+    """Editors ask for an egress limit exactly where standbyc does: on a tier with replicas."""
+    schema["required"] = ["replicas"]
+    schema["if"] = {"properties": {"replicas": {"minimum": 1}}, "required": ["replicas"]}
+    schema["then"] = {"required": ["egress"]}
+
+
+class Tier(Model):
+    model_config = ConfigDict(**Model.model_config, json_schema_extra=_egress_when_on)
+
+    replicas: Count = Field(
+        description="standby pods of the tier; 0 turns the tier off (no pods counted against "
+        "the link, no weight-sync Job, no alerts on it)"
+    )
+    egress: BitsPerSecond | None = Field(
+        None, description="egress limit per pod; required when replicas is above 0"
+    )
+    priority: Priority | None = Field(
+        None,
+        description="Cilium Network QoS class; "
+        "default hot=guaranteed, warm=burstable, cold=besteffort",
+    )
+    reload: Reload | None = Field(
+        None, description="how this tier's engines take a new generation (default engine.reload)"
+    )
+
+    @property
+    def egress_bps(self) -> int:
+        """The per-pod limit (0 for a tier that is off; admit.py refuses one with replicas
+        and no limit)."""
+        return self.egress or 0
+
+
+# A tier that is not written, or written as null: it runs nothing.
+_OFF = Tier(replicas=0)
+
+
+class Tiers(Model):
+    """Exactly the tiers the spec writes: one left out (or null, or with replicas: 0) is off.
+    A spec that leaves out ``tiers`` altogether gets the design's three (``_seed_tiers``)."""
+
+    hot: Tier | None = Field(None, description="the tier that takes over first")
+    warm: Tier | None = Field(None, description="not written, or null: no warm tier")
+    cold: Tier | None = Field(None, description="not written, or null: no cold tier")
+
+    def get(self, name: str) -> Tier:
+        tier: Tier | None = getattr(self, name)
+        return _OFF if tier is None else tier
+
+    def items(self) -> list[tuple[str, Tier]]:
+        return [(name, self.get(name)) for name in TIER_NAMES]
+
+
+# The design's tiers: what a spec that writes no ``tiers`` runs.
+SEED_TIERS: dict[str, dict[str, Any]] = {
+    "hot": {"replicas": 3, "egress": "25Gbit/s"},
+    "warm": {"replicas": 2, "egress": "10Gbit/s"},
+    "cold": {"replicas": 1, "egress": "5Gbit/s"},
+}
+
+
+def _seed_tiers() -> Tiers:
+    return Tiers.model_validate(SEED_TIERS)
+
+
+def _seed_default(schema: dict[str, Any]) -> None:
+    schema["default"] = {name: dict(tier) for name, tier in SEED_TIERS.items()}
+
+
+class ModelInfo(Model):
+    name: Name = "model"
+    format: Literal["safetensors"] = "safetensors"
+    size: Bytes = 14 * 2**30
+    path: ModelPath = Field(
+        "/models/model",
+        description="where the engine reads the checkpoint: standby pods mount the weights "
+        "claim with subPath <tier> at its parent directory",
+    )
+    version: Version = "v1"
+    generation: Positive = Field(
+        1,
+        description="monotonic number of the version; "
+        "standbys report it as standbyc_weights_generation",
+    )
+
+
+class HealthChecks(Model):
+    interval: Millis = 10_000
+    payload: Bytes = 2 * 1024
+    probers: Positive = 1
+
+
+class Connections(Model):
+    expected: Positive = 10_000
+    migration_time: Millis = Field(5, description="time to move one connection to a new instance")
+
+
+class Upstream(Model):
+    keepalive: Positive = 120
+    keepalive_requests: Positive = 10_000
+    max_concurrent_streams: Positive = 1000
+
+
+class Http2(Model):
+    enabled: bool = True
+    max_concurrent_streams: Positive = 1000
+
+
+class Grpc(Model):
+    keepalive_time: Millis = 60_000
+    keepalive_timeout: Millis = 5_000
+    max_connection_age: Millis = Field(
+        300_000,
+        description="server: send GOAWAY after a connection's age, so clients spread over "
+        "new standbys after a failover",
+    )
+    max_connection_age_grace: Millis | None = Field(
+        None,
+        description="server: how long streams in flight may run after that GOAWAY before "
+        "the connection is closed. Unset: gRPC's default, no limit, so a long LLM stream "
+        "is never cut; a value cuts every stream still running that long after GOAWAY",
+    )
+    server_min_ping_interval: Millis = Field(
+        30_000,
+        description="server-side grpc.http2.min_ping_interval_without_data_ms; "
+        "must not exceed keepaliveTime",
+    )
+    permit_without_calls: bool = True
+
+
+class Istio(Model):
+    enabled: bool = False
+    host: HostName | None = None
+    mode: Literal["sidecar", "ambient"] = Field(
+        "sidecar",
+        description="how the namespace is in the mesh (whether or not enabled emits the "
+        "DestinationRule). ambient: traffic between pods arrives on the HBONE port 15008 and "
+        "the kubelet's probes from 169.254.7.127, so the weight store's NetworkPolicy admits both",
+    )
+
+
+class ConnectionPool(Model):
+    upstream: Upstream = Field(default_factory=Upstream)
+    http2: Http2 = Field(default_factory=Http2)
+    grpc: Grpc = Field(default_factory=Grpc)
+    istio: Istio = Field(default_factory=Istio)
+
+
+QosOutput = Literal["ciliumEgressQoS", "kyverno", "kustomizePatch"]
+
+
+def _default_outputs() -> list[QosOutput]:
+    return ["ciliumEgressQoS", "kyverno"]
+
+
+class Qos(Model):
+    outputs: list[QosOutput] = Field(default_factory=_default_outputs, min_length=1)
+
+
+class GrafanaOperator(Model):
+    """A grafana-operator ``GrafanaDashboard`` that loads the dashboard's ConfigMap."""
+
+    instance_selector: Labels = Field(
+        min_length=1,
+        description="labels of the Grafana resources (grafana.integreatly.org/v1beta1) that "
+        "load the dashboard: the GrafanaDashboard's spec.instanceSelector.matchLabels",
+    )
+    allow_cross_namespace_import: bool = Field(
+        False,
+        description="let Grafana resources in other namespaces load it (the operator's "
+        "spec.allowCrossNamespaceImport)",
+    )
+
+
+_FOLDER = re.compile(r"^[^\x00-\x1f\x7f/\\]{1,128}$")
+
+
+class DashboardSettings(Model):
+    """The Grafana dashboard of the spec (README: Dashboard)."""
+
+    enabled: bool = Field(
+        True,
+        description="emit a Grafana dashboard of the spec's egress, failover, ready pods and "
+        "weights, in a ConfigMap that kube-prometheus-stack's Grafana sidecar loads",
+    )
+    sidecar_labels: Labels = Field(
+        default_factory=lambda: {"grafana_dashboard": "1"},
+        description="labels on the dashboard's ConfigMap: what the Grafana sidecar selects "
+        "(kube-prometheus-stack: grafana.sidecar.dashboards.label and labelValue, default "
+        'grafana_dashboard: "1")',
+    )
+    folder: Annotated[str, pattern(_FOLDER, "folder title"), json_pattern(_FOLDER.pattern)] = Field(
+        "standbyc", description="the Grafana folder the dashboard is filed in"
+    )
+    folder_annotation: LabelKey = Field(
+        "grafana_folder",
+        description="the ConfigMap annotation holding the folder: the sidecar's "
+        "folderAnnotation (it files the dashboard there with "
+        "provider.foldersFromFilesStructure: true)",
+    )
+    grafana_operator: GrafanaOperator | None = Field(
+        None, description="also emit a grafana-operator GrafanaDashboard; null: none"
+    )
+
+
+class Failover(Model):
+    """One failover: ``failedReplicas`` serving pods fail and the ``takeover`` tier's standbys
+    take their traffic. The plan (PLAN.md, ``standbyc plan``) times each phase against
+    ``rto``."""
+
+    rto: Millis | None = Field(
+        None, description="recovery time objective: from the failure to serving again"
+    )
+    takeover: TierName = Field("hot", description="the tier whose standbys take over")
+    failed_replicas: Positive = Field(1, description="serving pods that fail at once")
+    weights: Literal["current", "behind", "missing"] = Field(
+        "current",
+        description="what the takeover tier holds when it happens: current (nothing moves), "
+        "behind by a generation (the delta moves) or missing (a full copy moves)",
+    )
+    failure_threshold: Positive = Field(
+        3, description="failed health checks in a row before a pod counts as failed"
+    )
+    drain: Millis = Field(5_000, description="time to drain the failed pods' requests")
+    migration_parallelism: Positive = Field(
+        1, description="connections moved to the new instances at once"
+    )
+    handshake: Bytes = Field(4096, description="bytes to re-establish one connection (TLS)")
+    warmup: Millis = Field(
+        30_000, description="time for an engine to start and load weights already on disk"
+    )
+    reload: Millis | None = Field(
+        None,
+        description="time for a running engine to load a new generation from disk (a tier "
+        "whose reload is not restart). Default: model.size read at 2 GB/s, at most warmup; "
+        "the weight-sync Job reports the time its engines took (reload.seconds)",
+    )
+    store_egress: BitsPerSecond | None = Field(
+        None, description="egress of the weight store's server (default: network.link)"
+    )
+    strict: bool = Field(
+        False,
+        description="this spec's missed objective is an error: compile writes nothing and "
+        "standbyc check (the pre-commit hook) fails, as with --strict",
+    )
+
+
+class Validation(Model):
+    kubernetes_versions: list[KubeVersion] | None = Field(
+        None, description="Kubernetes versions to validate against (default: the matrix)"
+    )
+
+
+class Spec(Model):
+    engine: Engine = Field(default_factory=Engine)
+    network: Network = Field(default_factory=Network)
+    tiers: Tiers = Field(
+        default_factory=_seed_tiers,
+        description="the standby tiers, each only when written; left out: the design's "
+        "three (hot 3 x 25Gbit/s, warm 2 x 10Gbit/s, cold 1 x 5Gbit/s)",
+        json_schema_extra=_seed_default,
+    )
+    model: ModelInfo = Field(default_factory=ModelInfo)
+    health_checks: HealthChecks = Field(default_factory=HealthChecks)
+    connections: Connections = Field(default_factory=Connections)
+    connection_pool: ConnectionPool = Field(default_factory=ConnectionPool)
+    qos: Qos = Field(default_factory=Qos)
+    weight_sync: WeightSync = Field(default_factory=WeightSync)
+    alerts: Alerts = Field(default_factory=Alerts)
+    dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
+    failover: Failover = Field(default_factory=Failover)
+    validation: Validation = Field(default_factory=Validation)
+    common_annotations: dict[LabelKey, FreeText] = Field(
+        default_factory=dict, description="annotations added to every emitted object"
+    )
+
+
+class StandbySpec(Model):
+    """A model served by hot, warm and cold standby tiers, and the network they share."""
+
+    api_version: Literal["standbyc.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["StandbySpec"]
+    metadata: Metadata
+    spec: Spec = Field(default_factory=Spec)
+
+
+def json_schema() -> dict[str, Any]:
+    # Serialization mode writes every default the way a user writes it ("100Gbit/s"), so an
+    # editor never suggests a value standbyc refuses.
+    schema = StandbySpec.model_json_schema(by_alias=True, mode="serialization")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "StandbySpec"
+    return schema
