@@ -6,7 +6,7 @@ import importlib
 import pkgutil
 
 import compiler.weights
-from compiler.commands.weights import EXIT_CODES, exit_code
+from compiler.commands.weights.parsers import EXIT_CODES, exit_code
 from compiler.errors import (
     EXIT_BAD_INPUT,
     EXIT_BLOCKED,

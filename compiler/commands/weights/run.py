@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.commands.weights import EXIT_CODES, exit_code
+from compiler.commands.weights.parsers import EXIT_CODES, exit_code
 from compiler.engines import UNLOAD_FIRST
 from compiler.errors import EXIT_NOT_LOADED, EXIT_UNREACHABLE, UsageError
 from compiler.output import Message, emit
@@ -279,8 +279,8 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
         part = parse_size(args.part_size)
     except ValueError as exc:
         raise UsageError(f"--part-size: {exc}") from None
-    from compiler.weights.sync.s3 import access  # noqa: PLC0415 - botocore, for s3:// only
-    from compiler.weights.sync.s3publish import S3Store, default_cache  # noqa: PLC0415
+    from compiler.weights.sync.s3 import access  # botocore, for s3:// only
+    from compiler.weights.sync.s3publish import S3Store, default_cache
 
     bucket = access(args.to, endpoint_url=args.endpoint_url, profile=args.profile)
     rate = _bandwidth(args.rate_limit, "--rate-limit")
@@ -390,7 +390,7 @@ def _fetcher(args: argparse.Namespace, rate: float | None, **options: Any) -> Fe
     """The store's fetcher: for ``s3://`` with the bucket's endpoint and signed requests."""
     if not is_s3(args.source):
         return Fetcher(args.source, rate, **options)
-    from compiler.weights.sync.s3 import access  # noqa: PLC0415 - botocore, for s3:// only
+    from compiler.weights.sync.s3 import access  # botocore, for s3:// only
 
     bucket = access(args.source, endpoint_url=args.endpoint_url, profile=args.profile)
     return Fetcher(bucket.http_base, rate, s3=bucket, **options)

@@ -60,7 +60,7 @@ CHUNK_HELP = "bytes per hashed chunk, a power of two (default 1 MiB)"
 
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        impl = importlib.import_module("compiler.weights.cli")
+        impl = importlib.import_module("compiler.commands.weights.run")
         try:
             result: int = getattr(impl, name)(args)
         except lib.WeightsError as exc:
