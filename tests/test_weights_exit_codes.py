@@ -6,16 +6,16 @@ import importlib
 import pkgutil
 
 import compiler.weights
-from compiler.commands.weights.parsers import EXIT_CODES, exit_code
-from compiler.errors import (
-    EXIT_BAD_INPUT,
+from compiler import trust
+from compiler.commands.weights.exits import (
     EXIT_BLOCKED,
-    EXIT_FAILED,
+    EXIT_CODES,
     EXIT_LOST_RACE,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
-    StandbycError,
+    exit_code,
 )
+from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, StandbycError
 from compiler.weights.errors import DeltaError, VerifyFailed, WeightsError
 from compiler.weights.sync.errors import (
     ApplyFailed,
@@ -67,3 +67,8 @@ def test_the_nearest_row_wins() -> None:
 
     assert exit_code(Later("x")) == EXIT_UNREACHABLE
     assert set(EXIT_CODES.values()) == CODES
+
+
+def test_the_compiled_job_fails_at_once_on_the_refused_exit_code() -> None:
+    """The weight-sync Job's podFailurePolicy names the code sync exits with on a refusal."""
+    assert trust.REFUSED_EXIT == EXIT_REFUSED

@@ -1,4 +1,4 @@
-"""One module per subcommand; each exposes ``register(subparsers)``.
+"""One module (or package) per subcommand; each exposes ``register(subparsers)``.
 
 ``register`` adds its parser and sets ``func`` to a ``(Namespace) -> int``.
 """

@@ -1,6 +1,6 @@
 """The weight library's errors. They say what went wrong; what exit code each kind means
-is the CLI's to say (``compiler.commands.weights.EXIT_CODES``): the library is also
-called from Python, where an exit code means nothing."""
+is for the command line to say (the exit table of the ``standbyc weights`` commands): the
+library is also called from Python, where an exit code means nothing."""
 
 from __future__ import annotations
 

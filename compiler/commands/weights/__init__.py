@@ -2,7 +2,7 @@
 publish, sync and report for a store of generations.
 
 ``parsers.py`` registers the command; ``run.py`` runs each action (imported only when
-one runs).
+one runs); ``exits.py`` says what exit code each of the library's errors means.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""``standbyc weights``: manifest, diff, apply, verify for safetensors checkpoints.
+"""The parser of ``standbyc weights`` and its actions (``register``).
 
-Only the parser lives here; the implementation (numpy, zstandard, ...) is imported when a
-weights command runs, so other commands start fast.
+Only the parser lives here; the actions (``run.py``, with numpy, zstandard, ...) are
+imported when a weights command runs, so other commands start fast.
 """
 
 from __future__ import annotations
@@ -11,49 +11,10 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from compiler.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_BLOCKED,
-    EXIT_FAILED,
-    EXIT_LOST_RACE,
-    EXIT_REFUSED,
-    EXIT_UNREACHABLE,
-    StandbycError,
-)
+from compiler.commands.weights.exits import WeightsFailed
 from compiler.output import add_format_option
 from compiler.weights import DEFAULT_CHUNK, DEFAULT_EXCLUDES, RELOAD_APIS
-from compiler.weights import errors as lib
-from compiler.weights.sync import errors as sync
-
-# What each kind of weights error means to the caller of the command: the library raises
-# them, and only here do they become exit codes (the most specific row wins). The Job's
-# outcome and the WeightSyncFailed alert are read from these codes (README, exit codes).
-EXIT_CODES: dict[type[lib.WeightsError], int] = {
-    lib.WeightsError: EXIT_BAD_INPUT,  # bad input: a malformed file, a mismatch, a full disk
-    lib.VerifyFailed: EXIT_FAILED,  # verify said no
-    sync.DownloadCorrupt: EXIT_FAILED,  # the old weights are kept
-    sync.ApplyFailed: EXIT_FAILED,  # the old weights are kept
-    sync.SourceUnreachable: EXIT_UNREACHABLE,
-    sync.SyncTimeout: EXIT_UNREACHABLE,
-    sync.StoreIncomplete: EXIT_UNREACHABLE,
-    sync.PublishRaced: EXIT_LOST_RACE,  # publish: another publisher wrote the index first
-    sync.PublishBlocked: EXIT_BLOCKED,  # publish: a rerun does not clear it, a person must
-    sync.SignatureRefused: EXIT_REFUSED,  # sync: the old weights are kept, no engine asked
-}
-
-
-def exit_code(exc: lib.WeightsError) -> int:
-    """The exit code of a weights error: its own class's row, else its nearest parent's."""
-    return next(EXIT_CODES[c] for c in type(exc).__mro__ if c in EXIT_CODES)
-
-
-class WeightsFailed(StandbycError):
-    """A weights command failed: the library's error, with the exit code it means."""
-
-    def __init__(self, error: lib.WeightsError) -> None:
-        super().__init__(str(error))
-        self.exit_code = exit_code(error)
-
+from compiler.weights.errors import WeightsError
 
 CHUNK_HELP = "bytes per hashed chunk, a power of two (default 1 MiB)"
 
@@ -63,7 +24,7 @@ def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
         impl = importlib.import_module("compiler.commands.weights.run")
         try:
             result: int = getattr(impl, name)(args)
-        except lib.WeightsError as exc:
+        except WeightsError as exc:
             raise WeightsFailed(exc) from exc
         return result
 

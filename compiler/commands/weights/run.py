@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.commands.weights.parsers import EXIT_CODES, exit_code
+from compiler.commands.weights.exits import EXIT_CODES, EXIT_NOT_LOADED, EXIT_UNREACHABLE, exit_code
 from compiler.engines import UNLOAD_FIRST
-from compiler.errors import EXIT_NOT_LOADED, EXIT_UNREACHABLE, UsageError
+from compiler.errors import UsageError
 from compiler.output import Message, emit
 from compiler.units import parse_bandwidth, parse_size
 from compiler.urls import http_url, is_s3

@@ -1,4 +1,5 @@
-"""Errors of weight sync (their exit codes: ``compiler.commands.weights.EXIT_CODES``)."""
+"""Errors of weight sync and publish (their exit codes: the exit table of the
+``standbyc weights`` commands)."""
 
 from __future__ import annotations
 
