@@ -18,8 +18,8 @@ from compiler.commands import (
     schemas,
     tools_cmd,
     validate,
-    weights,
 )
+from compiler.commands.weights import parsers as weights
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 

@@ -1,7 +1,7 @@
 """The parser of ``standbyc weights`` and its actions (``register``).
 
-Only the parser lives here; the actions (``run.py``, with numpy, zstandard, ...) are
-imported when a weights command runs, so other commands start fast.
+Only the parser lives here; the actions (``checkpoints.py`` and ``run.py``, with numpy,
+zstandard, ...) are imported when a weights command runs, so other commands start fast.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import argparse
 import importlib
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from compiler.commands.weights.exits import WeightsFailed
 from compiler.output import add_format_option
@@ -19,9 +20,19 @@ from compiler.weights.errors import WeightsError
 CHUNK_HELP = "bytes per hashed chunk, a power of two (default 1 MiB)"
 
 
-def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
+def _actions(module: str) -> ModuleType:
+    """The module of an action, imported when the action runs."""
+    if module == "checkpoints":
+        return importlib.import_module("compiler.commands.weights.checkpoints")
+    return importlib.import_module("compiler.commands.weights.run")
+
+
+def _lazy(name: str, module: str = "run") -> Callable[[argparse.Namespace], int]:
+    """The action ``name`` of ``module`` (run.py or checkpoints.py); a library error becomes
+    the exit code it means."""
+
     def run(args: argparse.Namespace) -> int:
-        impl = importlib.import_module("compiler.commands.weights.run")
+        impl = _actions(module)
         try:
             result: int = getattr(impl, name)(args)
         except WeightsError as exc:
@@ -43,7 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("-o", "--output", type=Path, help="write the manifest here (default stdout)")
     m.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help=CHUNK_HELP)
     add_format_option(m)
-    m.set_defaults(func=_lazy("cmd_manifest"))
+    m.set_defaults(func=_lazy("cmd_manifest", "checkpoints"))
 
     d = wsub.add_parser("diff", help="write a delta from OLD (or its manifest) to NEW")
     d.add_argument(
@@ -60,7 +71,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     d.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help=CHUNK_HELP)
     add_format_option(d)
-    d.set_defaults(func=_lazy("cmd_diff"))
+    d.set_defaults(func=_lazy("cmd_diff", "checkpoints"))
 
     a = wsub.add_parser("apply", help="rebuild NEW from BASE and a delta, verified")
     a.add_argument("base", type=Path, metavar="BASE", help="the checkpoint the delta is for")
@@ -75,7 +86,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(its bytes are always hashed as they are written)",
     )
     add_format_option(a)
-    a.set_defaults(func=_lazy("cmd_apply"))
+    a.set_defaults(func=_lazy("cmd_apply", "checkpoints"))
 
     _publish_parser(wsub)
 
@@ -94,7 +105,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the manifest to check against",
     )
     add_format_option(v)
-    v.set_defaults(func=_lazy("cmd_verify"))
+    v.set_defaults(func=_lazy("cmd_verify", "checkpoints"))
 
 
 def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
