@@ -19,18 +19,16 @@ EXIT_LOST_RACE = 6  # publish: another publisher wrote the store's index first
 EXIT_BLOCKED = 7  # publish: a stopped publish's objects block the generation
 EXIT_REFUSED = 8  # sync: the generation is not signed as the trust requires
 
-# The most specific row wins.
+# A row per family of errors, and one for a member only where its code differs from its
+# family's; the most specific row wins.
 EXIT_CODES: dict[type[lib.WeightsError], int] = {
     lib.WeightsError: EXIT_BAD_INPUT,  # bad input: a malformed file, a mismatch, a full disk
     lib.VerifyFailed: EXIT_FAILED,  # verify said no
-    sync.DownloadCorrupt: EXIT_FAILED,  # the old weights are kept
-    sync.ApplyFailed: EXIT_FAILED,  # the old weights are kept
-    sync.SourceUnreachable: EXIT_UNREACHABLE,
-    sync.SyncTimeout: EXIT_UNREACHABLE,
-    sync.StoreIncomplete: EXIT_UNREACHABLE,
+    sync.OldWeightsKept: EXIT_FAILED,  # sync: a download or the rebuild did not verify
+    sync.SignatureRefused: EXIT_REFUSED,  # kept too, but a rerun would refuse it again
+    sync.StoreUnavailable: EXIT_UNREACHABLE,  # unreachable, out of time, or missing a file
     sync.PublishRaced: EXIT_LOST_RACE,  # publish: another publisher wrote the index first
     sync.PublishBlocked: EXIT_BLOCKED,  # publish: a rerun does not clear it, a person must
-    sync.SignatureRefused: EXIT_REFUSED,  # sync: the old weights are kept, no engine asked
 }
 
 
