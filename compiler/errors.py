@@ -87,10 +87,6 @@ class TemplateError(StandbycError):
     exit_code = EXIT_BAD_INPUT
 
 
-class NoSpace(StandbycError):
-    """The disk standbyc writes to is full; what it wrote in the meantime is removed."""
-
-
 class NoPermission(StandbycError):
     """A file or folder standbyc must read or write is closed to the user it runs as (a tree
     copied into an image as another user's, a volume owned by root): the machine's state,

@@ -87,7 +87,6 @@ TODAY = {
     "WeightsError": 2,
     "SafetensorsError": 2,
     "DeltaError": 2,
-    "NoSpace": 2,
     "MergeImpossible": 2,
     "VerifyFailed": 1,
     "ModelDirError": 2,

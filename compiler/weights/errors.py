@@ -17,8 +17,10 @@ class DeltaError(WeightsError):
     """A delta file is malformed, corrupted, or meant for another base."""
 
 
-class NoSpace(DeltaError):
-    """The filesystem cannot hold the target: refused before anything is written."""
+class DiskFull(WeightsError):
+    """No space left where standbyc writes (or plainly not enough for what it would write,
+    refused before writing): what was there is unchanged, its temporary files removed.
+    The one error of a full disk, wherever standbyc writes."""
 
 
 class VerifyFailed(WeightsError):

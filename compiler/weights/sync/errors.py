@@ -49,10 +49,6 @@ class StoreIncomplete(StoreUnavailable):
     """The store lacks a file its index lists, after the index was read again."""
 
 
-class DiskFull(WeightsError):
-    """No space left where standbyc writes; its temporary files are removed."""
-
-
 class NoPermission(WeightsError):
     """The Job cannot write where it keeps the weights: who must own what."""
 
