@@ -13,14 +13,15 @@ from collections.abc import Sequence
 from compiler import __version__, output
 from compiler.commands import COMMANDS
 from compiler.commands._common import Rerun
+from compiler.commands.weights.exits import WeightsFailed
 from compiler.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_INTERNAL,
     NoPermission,
-    NoSpace,
     StandbycError,
 )
+from compiler.weights.errors import DiskFull
 
 
 class _Parser(argparse.ArgumentParser):
@@ -109,10 +110,13 @@ def _dispatch(args: argparse.Namespace) -> int | Rerun:
                 raise
             # A full disk is the machine's state, not a bug: every writer removes its
             # temporary files on the way out, so the message is all that is left to do.
+            # It is the one DiskFull of every command, with the weights table's code (2).
             where = f" ({exc.filename})" if exc.filename else ""
-            raise NoSpace(
-                f"no space left on the device{where}; what was there before is unchanged and "
-                "the temporary files are removed"
+            raise WeightsFailed(
+                DiskFull(
+                    f"no space left on the device{where}; what was there before is unchanged "
+                    "and the temporary files are removed"
+                )
             ) from None
     except StandbycError as exc:
         if args.debug:

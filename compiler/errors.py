@@ -14,11 +14,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # a check or a validation said no
 EXIT_BAD_INPUT = 2  # bad input or usage
 EXIT_INTERNAL = 3  # a bug in standbyc
-EXIT_UNREACHABLE = 4  # weights sync: the store did not answer after every retry
-EXIT_NOT_LOADED = 5  # weights sync: on disk, but some engine pods did not load it
-EXIT_LOST_RACE = 6  # weights publish: another publisher wrote the store's index first
-EXIT_BLOCKED = 7  # weights publish: a stopped publish's objects block the generation
-EXIT_REFUSED = 8  # weights sync: the generation is not signed as the trust requires
+# 4 to 8 are the weights commands' own: compiler/commands/weights/exits.py.
 
 
 @dataclass(frozen=True)
@@ -89,10 +85,6 @@ class TemplateError(StandbycError):
     """A template failed to render or rendered the wrong shape (template:line)."""
 
     exit_code = EXIT_BAD_INPUT
-
-
-class NoSpace(StandbycError):
-    """The disk standbyc writes to is full; what it wrote in the meantime is removed."""
 
 
 class NoPermission(StandbycError):

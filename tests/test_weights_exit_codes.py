@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 
 import compiler.weights
-from compiler.commands.weights import EXIT_CODES, exit_code
-from compiler.errors import (
-    EXIT_BAD_INPUT,
+from compiler import trust
+from compiler.commands.weights.exits import (
     EXIT_BLOCKED,
-    EXIT_FAILED,
+    EXIT_CODES,
     EXIT_LOST_RACE,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
-    StandbycError,
+    exit_code,
 )
+from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, StandbycError
 from compiler.weights.errors import DeltaError, VerifyFailed, WeightsError
 from compiler.weights.sync.errors import (
     ApplyFailed,
+    DownloadCorrupt,
+    OldWeightsKept,
     PublishBlocked,
     PublishRaced,
     SignatureRefused,
@@ -26,6 +29,9 @@ from compiler.weights.sync.errors import (
     SourceUnreachable,
     StateDamaged,
     StoreError,
+    StoreIncomplete,
+    StoreUnavailable,
+    SyncTimeout,
 )
 
 CODES = {EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_LOST_RACE, EXIT_BLOCKED, EXIT_REFUSED}
@@ -67,3 +73,71 @@ def test_the_nearest_row_wins() -> None:
 
     assert exit_code(Later("x")) == EXIT_UNREACHABLE
     assert set(EXIT_CODES.values()) == CODES
+
+
+def test_the_compiled_job_fails_at_once_on_the_refused_exit_code() -> None:
+    """The weight-sync Job's podFailurePolicy names the code sync exits with on a refusal."""
+    assert trust.REFUSED_EXIT == EXIT_REFUSED
+
+
+# Every error of the library, by class name, and the exit code it had before the errors were
+# given families (the families' own rows: what their members had). A class added, renamed or
+# moved to another code fails here until this table says so on purpose.
+TODAY = {
+    "WeightsError": 2,
+    "SafetensorsError": 2,
+    "DeltaError": 2,
+    "MergeImpossible": 2,
+    "VerifyFailed": 1,
+    "ModelDirError": 2,
+    "StoreError": 2,
+    "StoreUnavailable": 4,
+    "SourceUnreachable": 4,
+    "SyncTimeout": 4,
+    "StoreIncomplete": 4,
+    "OldWeightsKept": 1,
+    "DownloadCorrupt": 1,
+    "ApplyFailed": 1,
+    "SignatureRefused": 8,
+    "SyncBusy": 2,
+    "DiskFull": 2,
+    "NoPermission": 2,
+    "StoreDenied": 2,
+    "PublishRaced": 6,
+    "PublishBlocked": 7,
+    "SourceChanged": 2,
+    "StateDamaged": 2,
+}
+
+
+def _every_error() -> set[type]:
+    """WeightsError and every subclass the library defines (the torch adapter's module is
+    read only where torch is installed; it defines no error)."""
+    for info in pkgutil.walk_packages(compiler.weights.__path__, "compiler.weights."):
+        if info.name == "compiler.weights.testing":
+            continue
+        if info.name.endswith(".torch_adapter") and importlib.util.find_spec("torch") is None:
+            continue
+        importlib.import_module(info.name)
+    every = _subclasses(WeightsError) | {WeightsError}
+    return {c for c in every if c.__module__.startswith("compiler.")}  # not a test's own
+
+
+def test_every_error_keeps_its_exit_code() -> None:
+    errors = _every_error()
+    assert sorted(c.__name__ for c in errors) == sorted(TODAY)
+    for cls in errors:
+        assert exit_code(cls("x")) == TODAY[cls.__name__], cls
+
+
+def test_a_family_is_one_base_and_one_row() -> None:
+    for member in (SourceUnreachable, SyncTimeout, StoreIncomplete):
+        assert issubclass(member, StoreUnavailable), member
+        assert member not in EXIT_CODES, member
+    for member in (DownloadCorrupt, ApplyFailed, SignatureRefused):
+        assert issubclass(member, OldWeightsKept), member
+    assert DownloadCorrupt not in EXIT_CODES
+    assert ApplyFailed not in EXIT_CODES
+    assert EXIT_CODES[OldWeightsKept] == EXIT_FAILED
+    assert EXIT_CODES[SignatureRefused] == EXIT_REFUSED  # refused, not failed: kept apart
+    assert EXIT_CODES[StoreUnavailable] == EXIT_UNREACHABLE

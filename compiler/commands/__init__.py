@@ -1,4 +1,4 @@
-"""One module per subcommand; each exposes ``register(subparsers)``.
+"""One module (or package) per subcommand; each exposes ``register(subparsers)``.
 
 ``register`` adds its parser and sets ``func`` to a ``(Namespace) -> int``.
 """
@@ -18,8 +18,8 @@ from compiler.commands import (
     schemas,
     tools_cmd,
     validate,
-    weights,
 )
+from compiler.commands.weights import parsers as weights
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 

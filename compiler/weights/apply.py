@@ -34,7 +34,7 @@ from compiler.weights.deltafile import (
     iter_chunks,
 )
 from compiler.weights.encode import COPY, Decoder
-from compiler.weights.errors import DeltaError, NoSpace, SafetensorsError
+from compiler.weights.errors import DeltaError, DiskFull, SafetensorsError
 from compiler.weights.manifest import (
     WINDOW,
     Manifest,
@@ -181,7 +181,7 @@ def _check_space(dest: Path, need: int) -> None:
         return  # the write itself will report the real error
     free = st.f_bavail * st.f_frsize
     if need > free:
-        raise NoSpace(
+        raise DiskFull(
             f"{dest}: the target needs {need} bytes, the filesystem has {free} free; "
             "nothing was written"
         )

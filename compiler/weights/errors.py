@@ -1,6 +1,6 @@
 """The weight library's errors. They say what went wrong; what exit code each kind means
-is the CLI's to say (``compiler.commands.weights.EXIT_CODES``): the library is also
-called from Python, where an exit code means nothing."""
+is for the command line to say (the exit table of the ``standbyc weights`` commands): the
+library is also called from Python, where an exit code means nothing."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ class DeltaError(WeightsError):
     """A delta file is malformed, corrupted, or meant for another base."""
 
 
-class NoSpace(DeltaError):
-    """The filesystem cannot hold the target: refused before anything is written."""
+class DiskFull(WeightsError):
+    """No space left where standbyc writes (or plainly not enough for what it would write,
+    refused before writing): what was there is unchanged, its temporary files removed.
+    The one error of a full disk, wherever standbyc writes."""
 
 
 class VerifyFailed(WeightsError):

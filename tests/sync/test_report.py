@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from compiler import tools, yamlio
-from compiler.weights.cli import JOB_UID
+from compiler.commands.weights.run import JOB_UID
 from compiler.weights.sync.local import Local
 from tests.servers import start_pushgateway
 from tests.sync.conftest import (

@@ -1,4 +1,10 @@
-"""Errors of weight sync (their exit codes: ``compiler.commands.weights.EXIT_CODES``)."""
+"""Errors of weight sync and publish (their exit codes: the exit table of the
+``standbyc weights`` commands).
+
+Two families let a caller name one base for what it handles alike: ``StoreUnavailable``
+(the store did not give what was asked, in time) and ``OldWeightsKept`` (a sync stopped
+before its swap: the standby still holds, and serves, its old weights).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,21 @@ class StoreError(WeightsError):
     """The store or its index is malformed, or lacks what was asked for."""
 
 
-class SourceUnreachable(WeightsError):
+class StoreUnavailable(WeightsError):
+    """The store did not give what was asked of it: it did not answer, the sync's budget
+    ran out, or a file its index lists stayed missing. A rerun may succeed."""
+
+
+class OldWeightsKept(WeightsError):
+    """A sync stopped before its swap, because what it fetched or staged may not be served:
+    the old weights are kept, and no engine is asked to load anything."""
+
+
+class SourceUnreachable(StoreUnavailable):
     """The store did not answer, or kept failing, after every retry."""
 
 
-class DownloadCorrupt(WeightsError):
+class DownloadCorrupt(OldWeightsKept):
     """A downloaded file does not match the index: the old weights are kept."""
 
 
@@ -21,20 +37,16 @@ class SyncBusy(WeightsError):
     """Another sync holds the target's lock."""
 
 
-class ApplyFailed(WeightsError):
+class ApplyFailed(OldWeightsKept):
     """The downloaded files did not rebuild the target: the old weights are kept."""
 
 
-class SyncTimeout(WeightsError):
+class SyncTimeout(StoreUnavailable):
     """The sync's budget (--deadline) ran out before the store gave what it needs."""
 
 
-class StoreIncomplete(WeightsError):
+class StoreIncomplete(StoreUnavailable):
     """The store lacks a file its index lists, after the index was read again."""
-
-
-class DiskFull(WeightsError):
-    """No space left where standbyc writes; its temporary files are removed."""
 
 
 class NoPermission(WeightsError):
@@ -67,7 +79,7 @@ class StateDamaged(WeightsError):
     directory where a file goes): the sync refuses to write through it."""
 
 
-class SignatureRefused(WeightsError):
+class SignatureRefused(OldWeightsKept):
     """The generation is not signed as the spec's trust requires (no signature, another
     key or identity, a file changed, added or removed after signing, or a signature of
     another generation): the old directory is kept and no engine is asked to load it."""

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from compiler.fsutil import open_append, read_regular, write_replacing
 from compiler.urls import http_url
+from compiler.weights.errors import DiskFull
 from compiler.weights.sync.errors import (
-    DiskFull,
     DownloadCorrupt,
     SourceUnreachable,
     StoreDenied,

@@ -31,12 +31,11 @@ from typing import Any, Protocol
 
 from compiler.fsutil import exchange, fsync_path
 from compiler.weights.apply import apply
-from compiler.weights.errors import NoSpace, WeightsError
+from compiler.weights.errors import DiskFull, WeightsError
 from compiler.weights.manifest import build_manifest
 from compiler.weights.safetensors_io import INDEX_NAME, Checkpoint
 from compiler.weights.sync.errors import (
     ApplyFailed,
-    DiskFull,
     DownloadCorrupt,
     SignatureRefused,
     StoreError,
@@ -386,7 +385,7 @@ def _stage_and_swap(st: _Stage) -> dict[str, Any] | None:
         _check_staged(nxt, gen)
     except (DownloadCorrupt, ApplyFailed):
         raise
-    except NoSpace as exc:
+    except DiskFull as exc:
         raise DiskFull(f"{exc}; the old directory is kept") from None
     except WeightsError as exc:
         raise ApplyFailed(f"{local.target}: {exc}; the old directory is kept") from None

@@ -1,7 +1,7 @@
-"""``standbyc weights``: manifest, diff, apply, verify for safetensors checkpoints.
+"""The parser of ``standbyc weights`` and its actions (``register``).
 
-Only the parser lives here; the implementation (numpy, zstandard, ...) is imported when a
-weights command runs, so other commands start fast.
+Only the parser lives here; the actions (``checkpoints.py`` and ``run.py``, with numpy,
+zstandard, ...) are imported when a weights command runs, so other commands start fast.
 """
 
 from __future__ import annotations
@@ -10,60 +10,32 @@ import argparse
 import importlib
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
-from compiler.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_BLOCKED,
-    EXIT_FAILED,
-    EXIT_LOST_RACE,
-    EXIT_REFUSED,
-    EXIT_UNREACHABLE,
-    StandbycError,
-)
+from compiler.commands.weights.exits import WeightsFailed
 from compiler.output import add_format_option
 from compiler.weights import DEFAULT_CHUNK, DEFAULT_EXCLUDES, RELOAD_APIS
-from compiler.weights import errors as lib
-from compiler.weights.sync import errors as sync
-
-# What each kind of weights error means to the caller of the command: the library raises
-# them, and only here do they become exit codes (the most specific row wins). The Job's
-# outcome and the WeightSyncFailed alert are read from these codes (README, exit codes).
-EXIT_CODES: dict[type[lib.WeightsError], int] = {
-    lib.WeightsError: EXIT_BAD_INPUT,  # bad input: a malformed file, a mismatch, a full disk
-    lib.VerifyFailed: EXIT_FAILED,  # verify said no
-    sync.DownloadCorrupt: EXIT_FAILED,  # the old weights are kept
-    sync.ApplyFailed: EXIT_FAILED,  # the old weights are kept
-    sync.SourceUnreachable: EXIT_UNREACHABLE,
-    sync.SyncTimeout: EXIT_UNREACHABLE,
-    sync.StoreIncomplete: EXIT_UNREACHABLE,
-    sync.PublishRaced: EXIT_LOST_RACE,  # publish: another publisher wrote the index first
-    sync.PublishBlocked: EXIT_BLOCKED,  # publish: a rerun does not clear it, a person must
-    sync.SignatureRefused: EXIT_REFUSED,  # sync: the old weights are kept, no engine asked
-}
-
-
-def exit_code(exc: lib.WeightsError) -> int:
-    """The exit code of a weights error: its own class's row, else its nearest parent's."""
-    return next(EXIT_CODES[c] for c in type(exc).__mro__ if c in EXIT_CODES)
-
-
-class WeightsFailed(StandbycError):
-    """A weights command failed: the library's error, with the exit code it means."""
-
-    def __init__(self, error: lib.WeightsError) -> None:
-        super().__init__(str(error))
-        self.exit_code = exit_code(error)
-
+from compiler.weights.errors import WeightsError
 
 CHUNK_HELP = "bytes per hashed chunk, a power of two (default 1 MiB)"
 
 
-def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
+def _actions(module: str) -> ModuleType:
+    """The module of an action, imported when the action runs."""
+    if module == "checkpoints":
+        return importlib.import_module("compiler.commands.weights.checkpoints")
+    return importlib.import_module("compiler.commands.weights.run")
+
+
+def _lazy(name: str, module: str = "run") -> Callable[[argparse.Namespace], int]:
+    """The action ``name`` of ``module`` (run.py or checkpoints.py); a library error becomes
+    the exit code it means."""
+
     def run(args: argparse.Namespace) -> int:
-        impl = importlib.import_module("compiler.weights.cli")
+        impl = _actions(module)
         try:
             result: int = getattr(impl, name)(args)
-        except lib.WeightsError as exc:
+        except WeightsError as exc:
             raise WeightsFailed(exc) from exc
         return result
 
@@ -82,7 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("-o", "--output", type=Path, help="write the manifest here (default stdout)")
     m.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help=CHUNK_HELP)
     add_format_option(m)
-    m.set_defaults(func=_lazy("cmd_manifest"))
+    m.set_defaults(func=_lazy("cmd_manifest", "checkpoints"))
 
     d = wsub.add_parser("diff", help="write a delta from OLD (or its manifest) to NEW")
     d.add_argument(
@@ -99,7 +71,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     d.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help=CHUNK_HELP)
     add_format_option(d)
-    d.set_defaults(func=_lazy("cmd_diff"))
+    d.set_defaults(func=_lazy("cmd_diff", "checkpoints"))
 
     a = wsub.add_parser("apply", help="rebuild NEW from BASE and a delta, verified")
     a.add_argument("base", type=Path, metavar="BASE", help="the checkpoint the delta is for")
@@ -114,7 +86,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(its bytes are always hashed as they are written)",
     )
     add_format_option(a)
-    a.set_defaults(func=_lazy("cmd_apply"))
+    a.set_defaults(func=_lazy("cmd_apply", "checkpoints"))
 
     _publish_parser(wsub)
 
@@ -133,7 +105,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the manifest to check against",
     )
     add_format_option(v)
-    v.set_defaults(func=_lazy("cmd_verify"))
+    v.set_defaults(func=_lazy("cmd_verify", "checkpoints"))
 
 
 def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
