@@ -98,8 +98,6 @@ def _engine(spec: StandbySpec) -> EnginePlan:
     return EnginePlan(
         selector=dict(e.selector),
         tier_label=e.tier_label,
-        ksm_selector={names.ksm_label(k): v for k, v in e.selector.items()},
-        ksm_tier=names.ksm_label(e.tier_label),
         protocol=e.protocol,
         ports=e.ports,
     )
@@ -145,12 +143,6 @@ def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
     )
 
 
-def _health_probes(spec: StandbySpec, tiers: tuple[TierPlan, ...]) -> Fraction:
-    """Health probes per second: every prober asks every engine pod once an interval."""
-    hc = spec.spec.health_checks
-    return Fraction(hc.probers * sum(t.replicas for t in tiers) * 1000, hc.interval)
-
-
 def _failover_inputs(
     spec: StandbySpec, tiers: tuple[TierPlan, ...], sync: SyncPlan, probes: Fraction
 ) -> Inputs:
@@ -193,6 +185,7 @@ def _failover_inputs(
 def build(spec: StandbySpec, source: str) -> Plan:
     s = spec.spec
     object_names = names.of(spec)
+    engine = _engine(spec)
     all_tiers = tuple(
         _tier_plan(spec, name, object_names) for name, t in s.tiers.items() if t.replicas
     )
@@ -201,7 +194,8 @@ def build(spec: StandbySpec, source: str) -> Plan:
     full_bytes = s.model.size * standbys
     delta_bytes = int(full_bytes * s.weight_sync.expected_delta)
     hc = s.health_checks
-    probes = _health_probes(spec, all_tiers)
+    # Every prober asks every engine pod once an interval.
+    probes = Fraction(hc.probers * sum(t.replicas for t in all_tiers) * 1000, hc.interval)
     failover_inputs = _failover_inputs(spec, all_tiers, sync, probes)
     return Plan(
         name=spec.metadata.name,
@@ -210,7 +204,7 @@ def build(spec: StandbySpec, source: str) -> Plan:
         labels=names.common_labels(spec),
         annotations=dict(s.common_annotations),
         names=object_names,
-        engine=_engine(spec),
+        engine=engine,
         tiers=all_tiers,
         qos_outputs=frozenset(s.qos.outputs),
         pool=s.connection_pool,

@@ -82,10 +82,18 @@ class TierPlan:
 class EnginePlan:
     selector: dict[str, str]  # labels every engine pod carries
     tier_label: str  # the pod label whose value is the tier
-    ksm_selector: dict[str, str]  # the selector as kube-state-metrics' kube_pod_labels labels
-    ksm_tier: str  # the tier label as kube-state-metrics names it
     protocol: str
     ports: EnginePorts
+
+    @property
+    def ksm_selector(self) -> dict[str, str]:
+        """The selector as kube-state-metrics' kube_pod_labels labels."""
+        return {names.ksm_label(k): v for k, v in self.selector.items()}
+
+    @property
+    def ksm_tier(self) -> str:
+        """The tier label as kube-state-metrics names it."""
+        return names.ksm_label(self.tier_label)
 
     @property
     def label_keys(self) -> list[str]:
