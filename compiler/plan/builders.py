@@ -1,9 +1,9 @@
 """Building the plan from an admitted spec: every derived number once, with its unit.
 
-``build`` reads the spec section by section, top down: the objects' names and labels,
-then each tier (its rate, its engines' reload, its Job's deadline), the weight sync that
-feeds the standby tiers, and the failover those numbers give. The data types it fills
-are in ``compiler.plan.model``.
+``build`` names the objects once and reads the spec section by section: the engine,
+each tier (its rate, its engines' reload, its Job's deadline), the weight sync that feeds
+the standby tiers, and the failover those numbers give. The data types it fills are in
+``compiler.plan.model``.
 """
 
 from __future__ import annotations
