@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from compiler.api import compile_tree
-from compiler.render import dashboard, grafana
+from compiler.render import grafana, panels
 from tests.conftest import golden_trees, run_cli
 from tests.grafana_schema import problems
 
@@ -153,5 +153,5 @@ def test_the_uid_fits_grafanas_forty_characters() -> None:
     class Plan:
         namespace, name = "a" * 63, "b" * 63
 
-    uid = dashboard.uid(Plan())  # type: ignore[arg-type]
+    uid = panels.uid(Plan())  # type: ignore[arg-type]
     assert len(uid) <= 40 and re.fullmatch(r"[a-zA-Z0-9_-]+", uid)

@@ -1,4 +1,4 @@
-"""The Grafana Foundation SDK side of the dashboard (``compiler.render.dashboard`` says
+"""The Grafana Foundation SDK side of the dashboard (``compiler.render.panels`` says
 what the panels are): the typed builders of the Grafana 11.6 schema, and the JSON they
 encode, with sorted keys and fixed panel ids so the same spec gives the same bytes.
 """
@@ -19,7 +19,7 @@ from grafana_foundation_sdk.models import dashboard as mdash
 from compiler import units
 from compiler.alerts.base import selector
 from compiler.plan import Plan
-from compiler.render.dashboard import PanelDef, alerts_expr, layout, uid
+from compiler.render.panels import PanelDef, alerts_expr, layout, uid
 
 DATASOURCE = mdash.DataSourceRef(type_val="prometheus", uid="${datasource}")
 HEIGHT = 8

@@ -11,7 +11,7 @@ from typing import Any
 
 from compiler import chart, engines, trust, units
 from compiler.plan import Plan
-from compiler.render import dashboard
+from compiler.render import panels
 from compiler.render.base import Emitted, Renderer
 
 CHART = "plan.svg"
@@ -146,10 +146,10 @@ def _dashboard(plan: Plan) -> str:
     if not plan.dashboard.enabled:
         return ""
     f = plan.failover
-    peak = dashboard.expected_peak(plan)
+    peak = panels.expected_peak(plan)
     return (
         f"During a failover, watch the Grafana dashboard **standbyc: {plan.namespace}/"
-        f"{plan.name}** (folder {plan.dashboard.folder}, uid `{dashboard.uid(plan)}`, from "
+        f"{plan.name}** (folder {plan.dashboard.folder}, uid `{panels.uid(plan)}`, from "
         f"`configmap-{plan.names.dashboard}.yaml`): its Failover row draws this plan's "
         f"expected peak ({units.human_bits(peak.peak_bps)}) and duration "
         f"({units.human_seconds(f.seconds)}) as reference lines beside the egress measured."

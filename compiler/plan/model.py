@@ -1,7 +1,9 @@
-"""Step 3: derive every value the renderers need, once, with units spelled out.
+"""The plan's data types: what the renderers read, and what is derived from it alone.
 
-The plan is the renderers' only input: names, selectors, rates and the settings
-of each section are looked up here, never re-derived from the spec.
+The plan is the renderers' only input: names, selectors, rates and the settings of each
+section are looked up once (``compiler.plan.builders``), never re-derived from the spec.
+Besides the values, the plan says what the compile summary shows (``Plan.summary``) and
+what the emitted objects need from the user (``Plan.requirements``).
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from compiler import engines, names, trust, units
-from compiler.failover import FailoverPlan, Inputs, analyse
+from compiler.failover import FailoverPlan, Inputs
 from compiler.names import Names
 from compiler.spec import (
-    DEFAULT_PRIORITY,
     Alerts,
     ArgoHookTrigger,
     ConnectionPool,
@@ -25,12 +26,9 @@ from compiler.spec import (
     EnginePorts,
     Resources,
     ScheduleTrigger,
-    StandbySpec,
     StoreCredentials,
     Verify,
-    cron_longest_gap,
 )
-from compiler.weights import BUDGET_COPIES, BUDGET_SLACK
 
 
 @dataclass(frozen=True)
@@ -84,10 +82,18 @@ class TierPlan:
 class EnginePlan:
     selector: dict[str, str]  # labels every engine pod carries
     tier_label: str  # the pod label whose value is the tier
-    ksm_selector: dict[str, str]  # the selector as kube-state-metrics' kube_pod_labels labels
-    ksm_tier: str  # the tier label as kube-state-metrics names it
     protocol: str
     ports: EnginePorts
+
+    @property
+    def ksm_selector(self) -> dict[str, str]:
+        """The selector as kube-state-metrics' kube_pod_labels labels."""
+        return {names.ksm_label(k): v for k, v in self.selector.items()}
+
+    @property
+    def ksm_tier(self) -> str:
+        """The tier label as kube-state-metrics names it."""
+        return names.ksm_label(self.tier_label)
 
     @property
     def label_keys(self) -> list[str]:
@@ -146,7 +152,7 @@ class SyncPlan:
     report_schedule: str | None  # the weight-report CronJob's; None: none emitted
     # How long the weight alerts keep a pushed value after the Pushgateway forgot it (a
     # restart without persistence): the longest wait for the weight-report CronJob, and
-    # REPORT_MARGIN_MS for its Job to start and push and Prometheus to scrape.
+    # builders.REPORT_MARGIN_MS for its Job to start and push and Prometheus to scrape.
     report_bridge_ms: int
     verify: Verify | None = None  # what each generation must be signed with
 
@@ -329,17 +335,6 @@ class Plan:
         return out
 
 
-# What failover.reload defaults to: a sequential read of the model from the page cache or a
-# local NVMe drive into the engine, about 2 GB/s (SGLang and vLLM re-read every weight, not
-# the delta), and never more than failover.warmup: a reload is a warm-up without the start.
-# The weight-sync Job measures the real time (reload.seconds in its output).
-RELOAD_BYTES_PER_SECOND = 2 * 10**9
-
-
-def reload_ms(model_bytes: int, warmup_ms: int) -> int:
-    return max(1, min(warmup_ms, model_bytes * 1000 // RELOAD_BYTES_PER_SECOND))
-
-
 def reload_ingress_rule(labels: dict[str, str], ports: list[int]) -> dict[str, Any]:
     """The ingress rule that admits this spec's weight-sync pods to the engines' API."""
     return {
@@ -350,204 +345,3 @@ def reload_ingress_rule(labels: dict[str, str], ports: list[int]) -> dict[str, A
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def _reload(spec: StandbySpec, name: str) -> ReloadPlan | None:
-    s = spec.spec
-    cfg = s.tiers.get(name).reload or s.engine.reload
-    if cfg.api == "restart":
-        return None
-    replicas = s.tiers.get(name).replicas
-    return ReloadPlan(
-        api=cfg.api,
-        port=cfg.port or s.engine.ports.serving,
-        timeout_s=max(1, cfg.timeout // 1000),
-        model=cfg.model or s.model.name,
-        service=names.of(spec).engines(name),
-        swap=engines.UNLOAD_FIRST if cfg.swap == "unloadFirst" else "",
-        max_unavailable=engines.max_unavailable(cfg.max_unavailable, replicas),
-        pods=replicas,
-    )
-
-
-def job_deadline_s(spec: StandbySpec, reload: ReloadPlan | None, full_s: float) -> int:
-    """A tier's weight-sync Job deadline: the spec's, or 30 minutes, or more when the tier's
-    downloads at their budget (two full copies plus 5 minutes), its whole reload at worst
-    and its report need more. admit.py refuses a spec's deadline too short for the reload."""
-    written = spec.spec.weight_sync.active_deadline
-    if written is not None:
-        return max(1, written // 1000)
-    needed = BUDGET_COPIES * math.ceil(full_s) + BUDGET_SLACK + engines.REPORT_SECONDS
-    return max(engines.DEFAULT_JOB_SECONDS, needed + (reload.budget_s if reload else 0))
-
-
-def _tier_plan(spec: StandbySpec, name: str) -> TierPlan:
-    s = spec.spec
-    tier = s.tiers.get(name)
-    ws = s.weight_sync
-    rate = int(tier.egress_bps * ws.bandwidth_share)
-    # One download per tier: its standbys share one checkpoint on the claim.
-    full = s.model.size * 8 / rate if tier.replicas else 0.0
-    priority = tier.priority if tier.priority is not None else DEFAULT_PRIORITY[name]
-    reload = _reload(spec, name)
-    return TierPlan(
-        name=name,
-        replicas=tier.replicas,
-        egress_bps=tier.egress_bps,
-        egress_quantity=units.k8s_quantity(tier.egress_bps),
-        priority=str(priority),
-        selector={**s.engine.selector, s.engine.tier_label: name},
-        sync_rate_bps=rate,
-        sync_seconds_full=full,
-        sync_seconds_delta=full * float(ws.expected_delta),
-        reload=reload,
-        job_deadline_s=job_deadline_s(spec, reload, full),
-    )
-
-
-def _engine(spec: StandbySpec) -> EnginePlan:
-    e = spec.spec.engine
-    return EnginePlan(
-        selector=dict(e.selector),
-        tier_label=e.tier_label,
-        ksm_selector={names.ksm_label(k): v for k, v in e.selector.items()},
-        ksm_tier=names.ksm_label(e.tier_label),
-        protocol=e.protocol,
-        ports=e.ports,
-    )
-
-
-STORE_PORT = 8080  # the store server's port (nginx-unprivileged listens there)
-
-
-def _store(spec: StandbySpec, n: Names) -> StorePlan:
-    st = spec.spec.weight_sync.store
-    name, namespace = spec.metadata.name, spec.metadata.namespace
-    server = n.weight_store
-    return StorePlan(
-        url=st.url or f"http://{server}.{namespace}.svc:{STORE_PORT}/",
-        claim=None if st.url else (st.claim_name or server),
-        image=st.image,
-        port=STORE_PORT,
-        name=server,
-        pod_labels={names.STORE_LABEL: name},
-        endpoint=st.endpoint,
-        region=st.region,
-        credentials=st.credentials,
-    )
-
-
-def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
-    s = spec.spec
-    ws = s.weight_sync
-    return SyncPlan(
-        tiers=tuple(t for t in tiers if t.name in ws.tiers),
-        image=ws.image,
-        trigger=ws.trigger,
-        backoff_limit=ws.backoff_limit,
-        ttl_seconds=None if ws.ttl_after_finished is None else ws.ttl_after_finished // 1000,
-        resources=ws.resources,
-        store=_store(spec, n),
-        claim=n.weights_claim,
-        mount="/weights",
-        pod_labels={names.SYNC_LABEL: spec.metadata.name},
-        expected_delta=ws.expected_delta,
-        pushgateway=ws.report.pushgateway,
-        report_labels={"namespace": spec.metadata.namespace, "standbyc_spec": spec.metadata.name},
-        report_schedule=ws.report.schedule if ws.report.pushgateway else None,
-        report_bridge_ms=report_bridge_ms(ws.report.schedule),
-        verify=ws.verify,
-    )
-
-
-REPORT_MARGIN_MS = 5 * 60_000
-# Without a schedule standbyc can read (or without the CronJob): a Pushgateway rollout.
-DEFAULT_BRIDGE_MS = 15 * 60_000
-
-
-def report_bridge_ms(schedule: str | None) -> int:
-    gap = None if schedule is None else cron_longest_gap(schedule)
-    return DEFAULT_BRIDGE_MS if gap is None else gap * 60_000 + REPORT_MARGIN_MS
-
-
-def build(spec: StandbySpec, source: str) -> Plan:
-    s = spec.spec
-    all_tiers = tuple(_tier_plan(spec, n) for n, t in s.tiers.items() if t.replicas)
-    object_names = names.of(spec)
-    sync = _sync(spec, all_tiers, object_names)
-    standbys = sum(t.replicas for t in sync.tiers)
-    full_bytes = s.model.size * standbys
-    delta_bytes = int(full_bytes * s.weight_sync.expected_delta)
-    targets = sum(t.replicas for t in all_tiers)
-    hc = s.health_checks
-    probes = Fraction(hc.probers * targets * 1000, hc.interval)
-    fo = s.failover
-    takeover = next(t for t in all_tiers if t.name == fo.takeover)  # admit.py made sure
-    failover_inputs = Inputs(
-        link_bps=s.network.link,
-        model_bytes=s.model.size,
-        expected_delta=float(s.weight_sync.expected_delta),
-        takeover=takeover.name,
-        takeover_replicas=takeover.replicas,
-        takeover_egress_bps=takeover.egress_bps,
-        takeover_sync_bps=takeover.sync_rate_bps,
-        tier_egress_bps={t.name: t.egress_bps for t in all_tiers},
-        sync_tiers={t.name: t.replicas for t in sync.tiers},
-        sync_rates_bps={t.name: t.sync_rate_bps for t in sync.tiers},
-        weights=fo.weights,
-        failed_replicas=fo.failed_replicas,
-        failure_threshold=fo.failure_threshold,
-        health_interval_ms=hc.interval,
-        health_bytes_per_second=float(probes * hc.payload),
-        connections=s.connections.expected,
-        migration_ms=s.connections.migration_time,
-        migration_parallelism=fo.migration_parallelism,
-        handshake_bytes=fo.handshake,
-        drain_ms=fo.drain,
-        warmup_ms=fo.warmup,
-        takeover_reloads=takeover.reload is not None,
-        # The waves that bring as many takeover pods as failed to the new generation.
-        reload_waves=engines.waves(fo.failed_replicas, takeover.reload.max_unavailable)
-        if takeover.reload is not None
-        else 0,
-        reload_ms=fo.reload if fo.reload is not None else reload_ms(s.model.size, fo.warmup),
-        store_egress_bps=fo.store_egress or s.network.link,
-        rto_ms=fo.rto,
-    )
-    failover = analyse(failover_inputs)
-    return Plan(
-        name=spec.metadata.name,
-        namespace=spec.metadata.namespace,
-        source=source,
-        labels=names.common_labels(spec),
-        annotations=dict(s.common_annotations),
-        names=object_names,
-        engine=_engine(spec),
-        tiers=all_tiers,
-        qos_outputs=frozenset(s.qos.outputs),
-        pool=s.connection_pool,
-        expected_connections=s.connections.expected,
-        model_name=s.model.name,
-        model_path=s.model.path,
-        model_size=s.model.size,
-        generation=s.model.generation,
-        sync=sync,
-        alerts=s.alerts,
-        dashboard=s.dashboard,
-        kube_versions=tuple(s.validation.kubernetes_versions or ()),
-        link_bps=s.network.link,
-        standby_replicas=standbys,
-        full_copy_bytes=full_bytes,
-        full_copy_seconds=full_bytes * 8 / s.network.link,
-        delta_bytes=delta_bytes,
-        delta_seconds=delta_bytes * 8 / s.network.link,
-        health_probers=hc.probers,
-        health_interval_ms=hc.interval,
-        health_probes_per_second=probes,
-        health_bytes_per_second=probes * hc.payload,
-        migration_time_ms=s.connections.migration_time,
-        migration_seconds=s.connections.expected * s.connections.migration_time / 1000,
-        failover=failover,
-        failover_inputs=failover_inputs,
-        failover_strict=fo.strict,
-    )

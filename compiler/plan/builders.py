@@ -1,0 +1,235 @@
+"""Building the plan from an admitted spec: every derived number once, with its unit.
+
+``build`` names the objects once and reads the spec section by section: the engine,
+each tier (its rate, its engines' reload, its Job's deadline), the weight sync that feeds
+the standby tiers, and the failover those numbers give. The data types it fills are in
+``compiler.plan.model``.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from compiler import engines, names, units
+from compiler.failover import Inputs, analyse
+from compiler.names import Names
+from compiler.plan.model import EnginePlan, Plan, ReloadPlan, StorePlan, SyncPlan, TierPlan
+from compiler.spec import DEFAULT_PRIORITY, StandbySpec, cron_longest_gap
+from compiler.weights import BUDGET_COPIES, BUDGET_SLACK
+
+# What failover.reload defaults to: a sequential read of the model from the page cache or a
+# local NVMe drive into the engine, about 2 GB/s (SGLang and vLLM re-read every weight, not
+# the delta), and never more than failover.warmup: a reload is a warm-up without the start.
+# The weight-sync Job measures the real time (reload.seconds in its output).
+RELOAD_BYTES_PER_SECOND = 2 * 10**9
+
+STORE_PORT = 8080  # the store server's port (nginx-unprivileged listens there)
+
+REPORT_MARGIN_MS = 5 * 60_000
+# Without a schedule standbyc can read (or without the CronJob): a Pushgateway rollout.
+DEFAULT_BRIDGE_MS = 15 * 60_000
+
+
+def reload_ms(model_bytes: int, warmup_ms: int) -> int:
+    return max(1, min(warmup_ms, model_bytes * 1000 // RELOAD_BYTES_PER_SECOND))
+
+
+def report_bridge_ms(schedule: str | None) -> int:
+    gap = None if schedule is None else cron_longest_gap(schedule)
+    return DEFAULT_BRIDGE_MS if gap is None else gap * 60_000 + REPORT_MARGIN_MS
+
+
+def job_deadline_s(spec: StandbySpec, reload: ReloadPlan | None, full_s: float) -> int:
+    """A tier's weight-sync Job deadline: the spec's, or 30 minutes, or more when the tier's
+    downloads at their budget (two full copies plus 5 minutes), its whole reload at worst
+    and its report need more. admit.py refuses a spec's deadline too short for the reload."""
+    written = spec.spec.weight_sync.active_deadline
+    if written is not None:
+        return max(1, written // 1000)
+    needed = BUDGET_COPIES * math.ceil(full_s) + BUDGET_SLACK + engines.REPORT_SECONDS
+    return max(engines.DEFAULT_JOB_SECONDS, needed + (reload.budget_s if reload else 0))
+
+
+def _reload(spec: StandbySpec, name: str, n: Names) -> ReloadPlan | None:
+    s = spec.spec
+    cfg = s.tiers.get(name).reload or s.engine.reload
+    if cfg.api == "restart":
+        return None
+    replicas = s.tiers.get(name).replicas
+    return ReloadPlan(
+        api=cfg.api,
+        port=cfg.port or s.engine.ports.serving,
+        timeout_s=max(1, cfg.timeout // 1000),
+        model=cfg.model or s.model.name,
+        service=n.engines(name),
+        swap=engines.UNLOAD_FIRST if cfg.swap == "unloadFirst" else "",
+        max_unavailable=engines.max_unavailable(cfg.max_unavailable, replicas),
+        pods=replicas,
+    )
+
+
+def _tier_plan(spec: StandbySpec, name: str, n: Names) -> TierPlan:
+    s = spec.spec
+    tier = s.tiers.get(name)
+    ws = s.weight_sync
+    rate = int(tier.egress_bps * ws.bandwidth_share)
+    # One download per tier: its standbys share one checkpoint on the claim.
+    full = s.model.size * 8 / rate if tier.replicas else 0.0
+    priority = tier.priority if tier.priority is not None else DEFAULT_PRIORITY[name]
+    reload = _reload(spec, name, n)
+    return TierPlan(
+        name=name,
+        replicas=tier.replicas,
+        egress_bps=tier.egress_bps,
+        egress_quantity=units.k8s_quantity(tier.egress_bps),
+        priority=str(priority),
+        selector={**s.engine.selector, s.engine.tier_label: name},
+        sync_rate_bps=rate,
+        sync_seconds_full=full,
+        sync_seconds_delta=full * float(ws.expected_delta),
+        reload=reload,
+        job_deadline_s=job_deadline_s(spec, reload, full),
+    )
+
+
+def _engine(spec: StandbySpec) -> EnginePlan:
+    e = spec.spec.engine
+    return EnginePlan(
+        selector=dict(e.selector),
+        tier_label=e.tier_label,
+        protocol=e.protocol,
+        ports=e.ports,
+    )
+
+
+def _store(spec: StandbySpec, n: Names) -> StorePlan:
+    st = spec.spec.weight_sync.store
+    name, namespace = spec.metadata.name, spec.metadata.namespace
+    server = n.weight_store
+    return StorePlan(
+        url=st.url or f"http://{server}.{namespace}.svc:{STORE_PORT}/",
+        claim=None if st.url else (st.claim_name or server),
+        image=st.image,
+        port=STORE_PORT,
+        name=server,
+        pod_labels={names.STORE_LABEL: name},
+        endpoint=st.endpoint,
+        region=st.region,
+        credentials=st.credentials,
+    )
+
+
+def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
+    s = spec.spec
+    ws = s.weight_sync
+    return SyncPlan(
+        tiers=tuple(t for t in tiers if t.name in ws.tiers),
+        image=ws.image,
+        trigger=ws.trigger,
+        backoff_limit=ws.backoff_limit,
+        ttl_seconds=None if ws.ttl_after_finished is None else ws.ttl_after_finished // 1000,
+        resources=ws.resources,
+        store=_store(spec, n),
+        claim=n.weights_claim,
+        mount="/weights",
+        pod_labels={names.SYNC_LABEL: spec.metadata.name},
+        expected_delta=ws.expected_delta,
+        pushgateway=ws.report.pushgateway,
+        report_labels={"namespace": spec.metadata.namespace, "standbyc_spec": spec.metadata.name},
+        report_schedule=ws.report.schedule if ws.report.pushgateway else None,
+        report_bridge_ms=report_bridge_ms(ws.report.schedule),
+        verify=ws.verify,
+    )
+
+
+def _failover_inputs(
+    spec: StandbySpec, tiers: tuple[TierPlan, ...], sync: SyncPlan, probes: Fraction
+) -> Inputs:
+    s = spec.spec
+    fo = s.failover
+    takeover = next(t for t in tiers if t.name == fo.takeover)  # admit.py made sure
+    return Inputs(
+        link_bps=s.network.link,
+        model_bytes=s.model.size,
+        expected_delta=float(s.weight_sync.expected_delta),
+        takeover=takeover.name,
+        takeover_replicas=takeover.replicas,
+        takeover_egress_bps=takeover.egress_bps,
+        takeover_sync_bps=takeover.sync_rate_bps,
+        tier_egress_bps={t.name: t.egress_bps for t in tiers},
+        sync_tiers={t.name: t.replicas for t in sync.tiers},
+        sync_rates_bps={t.name: t.sync_rate_bps for t in sync.tiers},
+        weights=fo.weights,
+        failed_replicas=fo.failed_replicas,
+        failure_threshold=fo.failure_threshold,
+        health_interval_ms=s.health_checks.interval,
+        health_bytes_per_second=float(probes * s.health_checks.payload),
+        connections=s.connections.expected,
+        migration_ms=s.connections.migration_time,
+        migration_parallelism=fo.migration_parallelism,
+        handshake_bytes=fo.handshake,
+        drain_ms=fo.drain,
+        warmup_ms=fo.warmup,
+        takeover_reloads=takeover.reload is not None,
+        # The waves that bring as many takeover pods as failed to the new generation.
+        reload_waves=engines.waves(fo.failed_replicas, takeover.reload.max_unavailable)
+        if takeover.reload is not None
+        else 0,
+        reload_ms=fo.reload if fo.reload is not None else reload_ms(s.model.size, fo.warmup),
+        store_egress_bps=fo.store_egress or s.network.link,
+        rto_ms=fo.rto,
+    )
+
+
+def build(spec: StandbySpec, source: str) -> Plan:
+    s = spec.spec
+    object_names = names.of(spec)
+    engine = _engine(spec)
+    all_tiers = tuple(
+        _tier_plan(spec, name, object_names) for name, t in s.tiers.items() if t.replicas
+    )
+    sync = _sync(spec, all_tiers, object_names)
+    standbys = sum(t.replicas for t in sync.tiers)
+    full_bytes = s.model.size * standbys
+    delta_bytes = int(full_bytes * s.weight_sync.expected_delta)
+    hc = s.health_checks
+    # Every prober asks every engine pod once an interval.
+    probes = Fraction(hc.probers * sum(t.replicas for t in all_tiers) * 1000, hc.interval)
+    failover_inputs = _failover_inputs(spec, all_tiers, sync, probes)
+    return Plan(
+        name=spec.metadata.name,
+        namespace=spec.metadata.namespace,
+        source=source,
+        labels=names.common_labels(spec),
+        annotations=dict(s.common_annotations),
+        names=object_names,
+        engine=engine,
+        tiers=all_tiers,
+        qos_outputs=frozenset(s.qos.outputs),
+        pool=s.connection_pool,
+        expected_connections=s.connections.expected,
+        model_name=s.model.name,
+        model_path=s.model.path,
+        model_size=s.model.size,
+        generation=s.model.generation,
+        sync=sync,
+        alerts=s.alerts,
+        dashboard=s.dashboard,
+        kube_versions=tuple(s.validation.kubernetes_versions or ()),
+        link_bps=s.network.link,
+        standby_replicas=standbys,
+        full_copy_bytes=full_bytes,
+        full_copy_seconds=full_bytes * 8 / s.network.link,
+        delta_bytes=delta_bytes,
+        delta_seconds=delta_bytes * 8 / s.network.link,
+        health_probers=hc.probers,
+        health_interval_ms=hc.interval,
+        health_probes_per_second=probes,
+        health_bytes_per_second=probes * hc.payload,
+        migration_time_ms=s.connections.migration_time,
+        migration_seconds=s.connections.expected * s.connections.migration_time / 1000,
+        failover=analyse(failover_inputs),
+        failover_inputs=failover_inputs,
+        failover_strict=s.failover.strict,
+    )
