@@ -32,15 +32,15 @@ from compiler.weights.progress import byte_progress
 from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.errors import NoPermission, StateDamaged, SyncBusy
 from compiler.weights.sync.fetch import MIN_RATE, Fetcher
-from compiler.weights.sync.local import Local, held_generation
-from compiler.weights.sync.merging import MergePolicy
+from compiler.weights.sync.index import Index
+from compiler.weights.sync.merge_policy import MergePolicy
 from compiler.weights.sync.publish import PublishStats, check_chunk, publish
 from compiler.weights.sync.pull import Reload, Save, SyncResult, sync
 from compiler.weights.sync.reload import MAX_PODS, Engines, Outcome, reload
 from compiler.weights.sync.report import Reporter
 from compiler.weights.sync.sign import Signer, prepare
 from compiler.weights.sync.signed import Trust
-from compiler.weights.sync.store import Index
+from compiler.weights.sync.standby import Local, held_generation
 from compiler.weights.sync.verify import Verifier, refused_generation
 
 
@@ -279,8 +279,8 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
         part = parse_size(args.part_size)
     except ValueError as exc:
         raise UsageError(f"--part-size: {exc}") from None
-    from compiler.weights.sync.s3 import access  # noqa: PLC0415 - botocore, for s3:// only
-    from compiler.weights.sync.s3publish import S3Store, default_cache  # noqa: PLC0415
+    from compiler.weights.sync.stores.s3 import S3Store, default_cache  # noqa: PLC0415
+    from compiler.weights.sync.stores.s3access import access  # noqa: PLC0415 - botocore
 
     bucket = access(args.to, endpoint_url=args.endpoint_url, profile=args.profile)
     rate = _bandwidth(args.rate_limit, "--rate-limit")
@@ -390,7 +390,7 @@ def _fetcher(args: argparse.Namespace, rate: float | None, **options: Any) -> Fe
     """The store's fetcher: for ``s3://`` with the bucket's endpoint and signed requests."""
     if not is_s3(args.source):
         return Fetcher(args.source, rate, **options)
-    from compiler.weights.sync.s3 import access  # noqa: PLC0415 - botocore, for s3:// only
+    from compiler.weights.sync.stores.s3access import access  # noqa: PLC0415 - botocore
 
     bucket = access(args.source, endpoint_url=args.endpoint_url, profile=args.profile)
     return Fetcher(bucket.http_base, rate, s3=bucket, **options)

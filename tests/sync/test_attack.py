@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from compiler.weights.sync.local import Local
+from compiler.weights.sync.index import dir_digest
 from compiler.weights.sync.modeldir import MAX_FILES
-from compiler.weights.sync.store import dir_digest
+from compiler.weights.sync.standby import Local
 from tests.conftest import REPO
 from tests.faultserver import FaultServer
 from tests.servers import Pushgateway

@@ -16,7 +16,7 @@ import yaml
 
 from compiler import tools, yamlio
 from compiler.weights.cli import JOB_UID
-from compiler.weights.sync.local import Local
+from compiler.weights.sync.standby import Local
 from tests.servers import start_pushgateway
 from tests.sync.conftest import (
     Nginx,

@@ -48,10 +48,10 @@ from compiler.weights.sync.errors import (
     StoreError,
     SyncTimeout,
 )
-from compiler.weights.sync.store import StoredFile
+from compiler.weights.sync.index import StoredFile
 
 if TYPE_CHECKING:  # botocore is imported for an s3:// store only
-    from compiler.weights.sync.s3 import S3Access
+    from compiler.weights.sync.stores.s3access import S3Access
 
 READ_SIZE = 1 << 20
 ANSWER_CAP = 64 << 10  # what is read of an error answer's body

@@ -45,7 +45,21 @@ from compiler.weights.manifest import (
     load_manifest,
 )
 from compiler.weights.sync.errors import StoreError, SyncBusy
-from compiler.weights.sync.merging import MergePolicy, add_merged
+from compiler.weights.sync.index import (
+    INDEX,
+    MAX_GENERATION,
+    Delta,
+    Generation,
+    Index,
+    Patch,
+    PlainFile,
+    StoredFile,
+    WeightsInfo,
+    blob_path,
+    parse_index,
+    patch_path,
+)
+from compiler.weights.sync.merge_policy import MergePolicy, add_merged
 from compiler.weights.sync.modeldir import (
     MAX_FILE_SIZE,
     ModelDir,
@@ -62,20 +76,6 @@ from compiler.weights.sync.snapshot import (
     copy_verified,
     read_directory,
     source_read,
-)
-from compiler.weights.sync.store import (
-    INDEX,
-    MAX_GENERATION,
-    Delta,
-    Generation,
-    Index,
-    Patch,
-    PlainFile,
-    StoredFile,
-    WeightsInfo,
-    blob_path,
-    parse_index,
-    patch_path,
 )
 
 TMP_MARK = ".standbyc-tmp-"

@@ -43,9 +43,7 @@ from compiler.weights.sync.errors import (
     StoreIncomplete,
 )
 from compiler.weights.sync.fetch import DISK_FULL, Fetcher, FetchStats, NotFound
-from compiler.weights.sync.local import Current, Local
-from compiler.weights.sync.patch import PATCH_CAP, apply_patch
-from compiler.weights.sync.store import (
+from compiler.weights.sync.index import (
     INDEX,
     INDEX_CAP,
     Generation,
@@ -57,6 +55,8 @@ from compiler.weights.sync.store import (
     parse_index,
     plan_route,
 )
+from compiler.weights.sync.patch import PATCH_CAP, apply_patch
+from compiler.weights.sync.standby import Current, Local
 from compiler.weights.sync.verify import Verifier as Verify
 
 KEEP, PATCH, WHOLE = "kept", "patched", "whole"

@@ -37,7 +37,6 @@ from typing import Any
 
 from compiler.fsutil import read_regular, write_replacing
 from compiler.weights.sync.errors import SignatureRefused, StoreError
-from compiler.weights.sync.local import STATE_CAP, Local
 from compiler.weights.sync.signed import (
     MARKER,
     SIGNATURE,
@@ -48,6 +47,7 @@ from compiler.weights.sync.signed import (
     read_bundle,
     read_marker,
 )
+from compiler.weights.sync.standby import STATE_CAP, Local
 
 STATE = "verify.json"
 STATE_FORMAT = "standbyc-verify-state"

@@ -45,11 +45,11 @@ from compiler.weights.sync.errors import (
     StoreError,
 )
 from compiler.weights.sync.fetch import Fetcher, TokenBucket
-from compiler.weights.sync.merging import merge_chain
+from compiler.weights.sync.index import INDEX, INDEX_CAP, Index, StoredFile, parse_index
+from compiler.weights.sync.merge_policy import merge_chain
 from compiler.weights.sync.patch import PATCH_CAP
 from compiler.weights.sync.publish import TOPS, _write_atomic, refuse_orphans
-from compiler.weights.sync.s3 import S3Access
-from compiler.weights.sync.store import INDEX, INDEX_CAP, Index, StoredFile, parse_index
+from compiler.weights.sync.stores.s3access import S3Access
 
 MIB = 1 << 20
 MIN_PART = 5 * MIB  # S3's smallest part (but the last)

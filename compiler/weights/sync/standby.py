@@ -41,8 +41,8 @@ from compiler.weights.errors import WeightsError
 from compiler.weights.manifest import build_manifest
 from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.errors import StateDamaged, SyncBusy
+from compiler.weights.sync.index import MAX_GENERATION, Index
 from compiler.weights.sync.modeldir import dir_digest, scan, sha256_file
-from compiler.weights.sync.store import MAX_GENERATION, Index
 
 STATE_DIR = SYNC_STATE_DIR
 STATE_FORMAT = "standbyc-sync-state"
