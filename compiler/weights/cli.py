@@ -40,7 +40,7 @@ from compiler.weights.sync.reload import MAX_PODS, Engines, Outcome, reload
 from compiler.weights.sync.report import Reporter
 from compiler.weights.sync.sign import Signer, prepare
 from compiler.weights.sync.signed import Trust
-from compiler.weights.sync.standby import Local, held_generation
+from compiler.weights.sync.standby import StandbyDir, held_generation
 from compiler.weights.sync.verify import Verifier, refused_generation
 
 
@@ -486,9 +486,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
         reloaded = result.reload
         if engines is not None and reloaded is None and held is not None:
             # Nothing was asked this time: what the engines last confirmed still stands.
-            reloaded = Outcome.recorded(engines.api, held, Local(args.target).served())
+            reloaded = Outcome.recorded(engines.api, held, StandbyDir(args.target).served())
         reporter = Reporter(args.pushgateway, labels)
-        result.reported = reporter.push(held, reloaded, Local(args.target).last_sync(), refused)
+        result.reported = reporter.push(
+            held, reloaded, StandbyDir(args.target).last_sync(), refused
+        )
         result.report_error = reporter.error
     doc = result.to_json() | {"ok": error is None, "held_generation": held,
                               "deadline_seconds": round(budget.seconds, 3)}  # fmt: skip
@@ -509,7 +511,7 @@ def _report_tier(
     """Push again what one tier's last sync pushed, read from its state; under the
     target's lock, so that a sync's own push never lands before this older one."""
     doc: dict[str, Any] = {"tier": name, "target": str(target), "pushed": False}
-    local = Local(target)
+    local = StandbyDir(target)
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(local.locked(0.0))

@@ -56,7 +56,7 @@ from compiler.weights.sync.index import (
     plan_route,
 )
 from compiler.weights.sync.patch import PATCH_CAP, apply_patch
-from compiler.weights.sync.standby import Current, Local
+from compiler.weights.sync.standby import Current, StandbyDir
 from compiler.weights.sync.verify import Verifier as Verify
 
 KEEP, PATCH, WHOLE = "kept", "patched", "whole"
@@ -195,7 +195,7 @@ def plan_files(gen: Generation, current: Current) -> list[FileStep]:
 
 
 def _download(
-    fetcher: Fetcher, local: Local, route: Route, steps: list[FileStep]
+    fetcher: Fetcher, local: StandbyDir, route: Route, steps: list[FileStep]
 ) -> dict[str, Path]:
     """Every file the plan needs, verified; by store path."""
     files = list(route.anchor.anchor) if route.anchor else []
@@ -221,7 +221,9 @@ def _link_or_copy(src: Path, dest: Path) -> None:
         shutil.copyfile(src, dest)
 
 
-def _assemble_anchor(local: Local, index: Index, anchor: Generation, got: dict[str, Path]) -> Path:
+def _assemble_anchor(
+    local: StandbyDir, index: Index, anchor: Generation, got: dict[str, Path]
+) -> Path:
     """The downloaded anchor as a checkpoint in work/, checked against its digest."""
     where = local.work / f"anchor-{anchor.number}"
     where.mkdir(parents=True)
@@ -246,7 +248,7 @@ def _checkpoint_in(directory: Path, names: tuple[str, ...]) -> Path:
     return directory if names[0] == INDEX_NAME else directory / names[0]
 
 
-def _out_path(local: Local, name: str, weights: WeightsInfo) -> Path:
+def _out_path(local: StandbyDir, name: str, weights: WeightsInfo) -> Path:
     """A fresh checkpoint path in work/ for the delta library to write."""
     where = local.work / name
     if weights.sharded:
@@ -259,7 +261,7 @@ def _out_path(local: Local, name: str, weights: WeightsInfo) -> Path:
 class _Stage:
     """One update: what the standby holds, the plan, and the verified downloads."""
 
-    local: Local
+    local: StandbyDir
     index: Index
     route: Route
     steps: list[FileStep]
@@ -298,7 +300,7 @@ def _stage_weights(st: _Stage, nxt: Path) -> None:
         base.replace(nxt / names[0])
 
 
-def _stage_files(local: Local, steps: list[FileStep], got: dict[str, Path], nxt: Path) -> None:
+def _stage_files(local: StandbyDir, steps: list[FileStep], got: dict[str, Path], nxt: Path) -> None:
     placed: dict[str, Path] = {}  # store path -> where its download went first
     for s in steps:
         dest = nxt / s.file.name
@@ -417,7 +419,7 @@ def _removed(index: Index, gen: Generation, current: Current, names: list[str]) 
 
 
 def _update(
-    fetcher: Fetcher, local: Local, result: SyncResult, index: Index, verify: Verify | None
+    fetcher: Fetcher, local: StandbyDir, result: SyncResult, index: Index, verify: Verify | None
 ) -> None:
     """Bring the directory to the generation (under the lock)."""
     target, generation = result.target, result.generation
@@ -481,7 +483,7 @@ def sync(
     index = read_index(fetcher)
     if on_index is not None:
         on_index(index)
-    local = Local(target)
+    local = StandbyDir(target)
     with local.locked(lock_wait):
         local.check()
         local.clean_leftovers()

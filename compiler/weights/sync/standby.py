@@ -78,7 +78,7 @@ class Current:
         return {sha: name for name, sha in sorted(self.files.items())}
 
 
-class Local:
+class StandbyDir:
     def __init__(self, target: Path) -> None:
         self.target = target
         self.state = target.parent / STATE_DIR / target.name
@@ -357,7 +357,7 @@ def _str_map(value: object) -> bool:
 
 
 def _signature(value: object) -> bool:
-    """Rows of [name, size, mtime_ns, ctime_ns, inode], as ``Local.signature`` makes."""
+    """Rows of [name, size, mtime_ns, ctime_ns, inode], as ``StandbyDir.signature`` makes."""
     return isinstance(value, list) and all(
         isinstance(row, list)
         and len(row) == 5
@@ -370,7 +370,7 @@ def _signature(value: object) -> bool:
 def held_generation(target: Path) -> int | None:
     """The generation ``state.json`` records for ``target``, if its files still look as
     they did then. Needs no index: for reporting when the store cannot be read."""
-    local = Local(target)
+    local = StandbyDir(target)
     state = read_state(local.state / "state.json")  # unreadable or mistyped: None
     if state is None:
         return None
