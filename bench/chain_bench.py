@@ -39,9 +39,9 @@ from bench.sync_bench import _tensor_hashes, download  # noqa: E402
 from bench.weights_bench import run_rusage  # noqa: E402
 from compiler.weights.compose import merge  # noqa: E402
 from compiler.weights.diff import diff  # noqa: E402
-from compiler.weights.sync.index import plan_route  # noqa: E402
 from compiler.weights.sync.merge_policy import MergePolicy  # noqa: E402
 from compiler.weights.sync.publish import publish, read_index  # noqa: E402
+from compiler.weights.sync.route import plan_route  # noqa: E402
 from tests.servers import Nginx, free_port  # noqa: E402
 
 BEHIND = (1, 4, 16, 64)

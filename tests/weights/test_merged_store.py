@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
 from compiler.weights.sync.errors import StoreError
-from compiler.weights.sync.index import Index, parse_index, plan_route
+from compiler.weights.sync.index import Index, parse_index
 from compiler.weights.sync.merge_policy import MergePolicy
 from compiler.weights.sync.publish import publish, read_index
+from compiler.weights.sync.route import plan_route
 from compiler.weights.testing import to_bf16, transformer_specs, write_safetensors
 from tests.conftest import field_paths
 from tests.weights.conftest import sha256

@@ -49,13 +49,12 @@ from compiler.weights.sync.index import (
     Generation,
     Index,
     PlainFile,
-    Route,
     StoredFile,
     WeightsInfo,
     parse_index,
-    plan_route,
 )
 from compiler.weights.sync.patch import PATCH_CAP, apply_patch
+from compiler.weights.sync.route import Route, plan_route
 from compiler.weights.sync.standby import Current, StandbyDir
 from compiler.weights.sync.verify import Verifier as Verify
 
