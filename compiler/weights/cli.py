@@ -34,7 +34,7 @@ from compiler.weights.sync.errors import NoPermission, StateDamaged, SyncBusy
 from compiler.weights.sync.fetch import MIN_RATE, Fetcher
 from compiler.weights.sync.index import Index
 from compiler.weights.sync.merge_policy import MergePolicy
-from compiler.weights.sync.publish import PublishStats, check_chunk, publish
+from compiler.weights.sync.publish import PublishOptions, PublishStats, check_chunk, publish
 from compiler.weights.sync.pull import Reload, Save, SyncResult, sync
 from compiler.weights.sync.reload import MAX_PODS, Engines, Outcome, reload
 from compiler.weights.sync.report import Reporter
@@ -189,20 +189,16 @@ def cmd_publish(args: argparse.Namespace) -> int:
     signature = prepare(args.path, args.generation, _signer(args), excludes)
     total = 2 * _size(args.path)  # hash it, then diff against the last anchor
     with byte_progress("publish", total, args.format == "text") as prog:
-        stats = publish(
-            args.path,
-            store,
-            args.generation,
+        options = PublishOptions(
             anchor_every=args.anchor_every,
             keep=args.keep,
             chunk=args.chunk_size,
             anchor_drift=args.anchor_drift,
             merge=MergePolicy(args.merge, args.merge_window, args.merge_bound),
-            progress=prog,
-            excludes=excludes,
+            excludes=tuple(excludes),
             max_file_size=cap,
-            writer=writer,
         )
+        stats = publish(args.path, store, args.generation, options, writer=writer, progress=prog)
     doc = stats.to_json() | {"store": str(args.to), "signature": signature}
     if writer is not None:
         doc |= writer.stats.to_json() | {"cache": str(store)}

@@ -48,7 +48,7 @@ from compiler.weights.sync.errors import (
     StoreError,
     SyncTimeout,
 )
-from compiler.weights.sync.index import StoredFile
+from compiler.weights.sync.index import KeyAbsent, StoredFile
 
 if TYPE_CHECKING:  # botocore is imported for an s3:// store only
     from compiler.weights.sync.stores.s3access import S3Access
@@ -111,7 +111,7 @@ class FetchStats:
         }
 
 
-class NotFound(Exception):
+class NotFound(KeyAbsent):
     """The store answered 404: the file is gone (pruned after the index was read)."""
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from compiler.weights.manifest import MAX_CHUNK, MIN_CHUNK
 from compiler.weights.safetensors_io import INDEX_NAME
@@ -396,3 +396,31 @@ def parse_index(raw: bytes, where: str) -> Index:
             f"{where}: latest is {d.get('latest')!r}, the newest listed is {index.latest}"
         )
     return index
+
+
+# --- reading -----------------------------------------------------------------------------
+
+
+class KeyAbsent(Exception):
+    """The store holds no file at this key."""
+
+
+class IndexSource(Protocol):
+    """Where a store's files are read from: a directory (``stores.directory``) or a
+    server (``fetch.Fetcher``, over HTTP or signed S3)."""
+
+    def url(self, key: str) -> str:
+        """Where the key is, as its errors name it."""
+
+    def read(self, key: str, cap: int) -> bytes:
+        """The key's bytes (at most about ``cap``); KeyAbsent if the store has none."""
+
+
+def read_index(source: IndexSource) -> Index | None:
+    """The store's index, checked; None when it has none (what that means is the
+    caller's: a new store to a publish, nothing published to a sync)."""
+    try:
+        raw = source.read(INDEX, INDEX_CAP)
+    except KeyAbsent:
+        return None
+    return parse_index(raw, source.url(INDEX))

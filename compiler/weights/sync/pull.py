@@ -45,13 +45,12 @@ from compiler.weights.sync.errors import (
 from compiler.weights.sync.fetch import DISK_FULL, Fetcher, FetchStats, NotFound
 from compiler.weights.sync.index import (
     INDEX,
-    INDEX_CAP,
     Generation,
     Index,
     PlainFile,
     StoredFile,
     WeightsInfo,
-    parse_index,
+    read_index,
 )
 from compiler.weights.sync.patch import PATCH_CAP, apply_patch
 from compiler.weights.sync.route import Route, plan_route
@@ -152,14 +151,12 @@ def _counts(files: dict[str, list[str]]) -> str:
     return ", ".join(f"{len(v)} {k}" for k, v in files.items() if v) or "none"
 
 
-def read_index(fetcher: Fetcher) -> Index:
-    try:
-        raw = fetcher.read(INDEX, INDEX_CAP)
-    except NotFound:
-        raise StoreError(
-            f"{fetcher.url(INDEX)}: the store has no index (nothing published)"
-        ) from None
-    return parse_index(raw, fetcher.url(INDEX))
+def _published(fetcher: Fetcher) -> Index:
+    """The store's index; a store without one has nothing to sync to."""
+    index = read_index(fetcher)
+    if index is None:
+        raise StoreError(f"{fetcher.url(INDEX)}: the store has no index (nothing published)")
+    return index
 
 
 # --- the plan ------------------------------------------------------------------------------
@@ -448,7 +445,7 @@ def _update(
                     f"{missing}: the store answers 404 for a file its index lists (an index "
                     "uploaded before its files, or a generation pruned meanwhile)"
                 ) from None
-            index = read_index(fetcher)  # pruned meanwhile: plan again on the new index
+            index = _published(fetcher)  # pruned meanwhile: plan again on the new index
             continue
         t2 = time.perf_counter()
         names = [row[0] for row in local.signature()] if target.exists() else []
@@ -479,7 +476,7 @@ def sync(
     t0 = time.perf_counter()
     target, generation = result.target, result.generation
     result.fetch = fetcher.stats
-    index = read_index(fetcher)
+    index = _published(fetcher)
     if on_index is not None:
         on_index(index)
     local = StandbyDir(target)
