@@ -462,11 +462,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     verifier = _verifier(args)
     fetcher = _fetcher(args, rate, retries=args.retries, timeout=args.timeout,
                        min_rate=min_rate, deadline=budget.start(), notice=_notice)  # fmt: skip
-    result = SyncResult(args.target, args.generation)
+    result = SyncResult()  # what the sync learned, also when it fails
     error: WeightsError | None = None
     try:
-        sync(fetcher, result, lock_wait=args.lock_wait, reload=_asker(engines),
-             on_index=functools.partial(budget.sized, fetcher), verify=verifier)  # fmt: skip
+        sync(fetcher, args.target, args.generation, lock_wait=args.lock_wait,
+             reload=_asker(engines), on_index=functools.partial(budget.sized, fetcher),
+             verify=verifier, into=result)  # fmt: skip
     except WeightsError as exc:
         error = exc
     except OSError as exc:
@@ -488,8 +489,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
             held, reloaded, StandbyDir(args.target).last_sync(), refused
         )
         result.report_error = reporter.error
-    doc = result.to_json() | {"ok": error is None, "held_generation": held,
-                              "deadline_seconds": round(budget.seconds, 3)}  # fmt: skip
+    doc = result.to_json(args.target, args.generation)
+    doc |= {"ok": error is None, "held_generation": held,
+            "deadline_seconds": round(budget.seconds, 3)}  # fmt: skip
     doc["refused_generation"] = refused
     if error is not None:
         doc["error"] = str(error)
@@ -497,8 +499,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if result.reload is not None and result.reload.failed:
         doc["ok"] = False
         doc["error"] = f"generation {args.generation} is on disk, but not every engine loaded it"
-        return emit(Message(doc, "", result.text(), EXIT_NOT_LOADED), args.format)
-    return emit(Message(doc, result.text()), args.format)
+        return emit(
+            Message(doc, "", result.text(args.target, args.generation), EXIT_NOT_LOADED),
+            args.format,
+        )
+    return emit(Message(doc, result.text(args.target, args.generation)), args.format)
 
 
 def _report_tier(
