@@ -44,10 +44,11 @@ from compiler.weights.sync.errors import (
     SourceUnreachable,
     StoreError,
 )
-from compiler.weights.sync.fetch import Fetcher, TokenBucket
+from compiler.weights.sync.fetch import Fetcher
 from compiler.weights.sync.index import INDEX, INDEX_CAP, Index, StoredFile, parse_index
 from compiler.weights.sync.merge_policy import merge_chain
 from compiler.weights.sync.patch import PATCH_CAP
+from compiler.weights.sync.ratelimit import TokenBucket
 from compiler.weights.sync.stores import TOPS, refuse_orphans
 from compiler.weights.sync.stores.directory import write_atomic
 from compiler.weights.sync.stores.s3access import S3Access
