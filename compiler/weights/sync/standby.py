@@ -79,6 +79,8 @@ class Current:
 
 
 class StandbyDir:
+    """A standby's model directory (``target``) and standbyc's state beside it."""
+
     def __init__(self, target: Path) -> None:
         self.target = target
         self.state = target.parent / STATE_DIR / target.name

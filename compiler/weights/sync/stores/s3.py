@@ -97,7 +97,7 @@ class S3Store:
     stats: UploadStats = field(default_factory=UploadStats)
     etag: str | None = None  # the index's ETag when it was read; None: there was none
     fetch_base: bool = True  # download the latest anchor when the cache lacks it
-    # One-step deltas back from the latest that merging reads (``merging``): kept in the
+    # One-step deltas back from the latest that merging reads (``merge_policy``): kept in the
     # cache, and downloaded when it lacks them (0: merging is off).
     merge_window: int = 0
     notice: Callable[[str], None] | None = None  # told what a long wait is for
