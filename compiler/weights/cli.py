@@ -275,8 +275,8 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
         part = parse_size(args.part_size)
     except ValueError as exc:
         raise UsageError(f"--part-size: {exc}") from None
+    from compiler.weights.sync.s3access import access  # noqa: PLC0415 - botocore, for s3:// only
     from compiler.weights.sync.stores.s3 import S3Store, default_cache  # noqa: PLC0415
-    from compiler.weights.sync.stores.s3access import access  # noqa: PLC0415 - botocore
 
     bucket = access(args.to, endpoint_url=args.endpoint_url, profile=args.profile)
     rate = _bandwidth(args.rate_limit, "--rate-limit")
@@ -386,7 +386,7 @@ def _fetcher(args: argparse.Namespace, rate: float | None, **options: Any) -> Fe
     """The store's fetcher: for ``s3://`` with the bucket's endpoint and signed requests."""
     if not is_s3(args.source):
         return Fetcher(args.source, rate, **options)
-    from compiler.weights.sync.stores.s3access import access  # noqa: PLC0415 - botocore
+    from compiler.weights.sync.s3access import access  # noqa: PLC0415 - botocore, for s3:// only
 
     bucket = access(args.source, endpoint_url=args.endpoint_url, profile=args.profile)
     return Fetcher(bucket.http_base, rate, s3=bucket, **options)

@@ -16,7 +16,7 @@
 - Every byte read passes a token bucket in bit/s (``ratelimit``), so a sync never takes
   more than its share of the link, whatever the server or the network allow.
 - A finished file must have the size and sha256 the index gives, or it is deleted.
-- For an ``s3://`` store (``stores/s3access.py``) each request is signed; a 401 or 403 is the
+- For an ``s3://`` store (``s3access.py``) each request is signed; a 401 or 403 is the
   credentials' fault, not the network's: StoreDenied (exit 2), with the store's answer.
 """
 
@@ -51,7 +51,7 @@ from compiler.weights.sync.partial import Partial, finished, read_meta, regular,
 from compiler.weights.sync.ratelimit import TokenBucket
 
 if TYPE_CHECKING:  # botocore is imported for an s3:// store only
-    from compiler.weights.sync.stores.s3access import S3Access
+    from compiler.weights.sync.s3access import S3Access
 
 ANSWER_CAP = 64 << 10  # what is read of an error answer's body
 USER_AGENT = "standbyc-weights-sync"

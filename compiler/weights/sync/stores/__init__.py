@@ -2,9 +2,9 @@
 
 - ``directory``: the store is a local directory (``DirectoryStore``), and the directory
   operations every backend's local side uses (atomic writes, temp files, pruning);
-- ``s3``: the store is a bucket (``S3Store``); the directory is a local cache of it;
-- ``s3access``: S3 URLs, credentials and request signing, shared by the S3 writer and by
-  the sync's fetcher reading an ``s3://`` store.
+- ``s3``: the store is a bucket (``S3Store``); the directory is a local cache of it. Its
+  URLs, credentials and request signing are ``sync.s3access``, beside the sync's fetcher,
+  which reads an ``s3://`` store with them too.
 """
 
 from __future__ import annotations

@@ -49,9 +49,9 @@ from compiler.weights.sync.index import INDEX, INDEX_CAP, Index, StoredFile, par
 from compiler.weights.sync.merge_policy import merge_chain
 from compiler.weights.sync.patch import PATCH_CAP
 from compiler.weights.sync.ratelimit import TokenBucket
+from compiler.weights.sync.s3access import S3Access
 from compiler.weights.sync.stores import TOPS, refuse_orphans
 from compiler.weights.sync.stores.directory import write_atomic
-from compiler.weights.sync.stores.s3access import S3Access
 
 MIB = 1 << 20
 MIN_PART = 5 * MIB  # S3's smallest part (but the last)
