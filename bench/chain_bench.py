@@ -37,11 +37,13 @@ sys.path.insert(0, str(ROOT))
 from bench import record, trl_scheme  # noqa: E402
 from bench.sync_bench import _tensor_hashes, download  # noqa: E402
 from bench.weights_bench import run_rusage  # noqa: E402
+from compiler.weights.compose import merge  # noqa: E402
 from compiler.weights.diff import diff  # noqa: E402
-from compiler.weights.merge import merge  # noqa: E402
-from compiler.weights.sync.merging import MergePolicy  # noqa: E402
-from compiler.weights.sync.publish import publish, read_index  # noqa: E402
-from compiler.weights.sync.store import plan_route  # noqa: E402
+from compiler.weights.sync.index import read_index  # noqa: E402
+from compiler.weights.sync.merge_policy import MergePolicy  # noqa: E402
+from compiler.weights.sync.publish import PublishOptions, publish  # noqa: E402
+from compiler.weights.sync.route import plan_route  # noqa: E402
+from compiler.weights.sync.stores.directory import DirectoryReader  # noqa: E402
 from tests.servers import Nginx, free_port  # noqa: E402
 
 BEHIND = (1, 4, 16, 64)
@@ -101,11 +103,11 @@ def publish_all(models: list[Path], store: Path, opts: dict[str, Any]) -> dict[s
     sizes, seconds, merges = [], [], []
     for g, model in enumerate(models, start=1):
         t0 = time.perf_counter()
-        stats = publish(model, store, g, **opts)
+        stats = publish(model, store, g, PublishOptions(**opts))
         seconds.append(time.perf_counter() - t0)
         sizes.append(store_bytes(store))
         merges.append(stats.merge_seconds)
-    index = read_index(store)
+    index = read_index(DirectoryReader(store))
     assert index is not None
     latest = index.generations[index.latest]
     return {
@@ -121,7 +123,7 @@ def publish_all(models: list[Path], store: Path, opts: dict[str, Any]) -> dict[s
 
 def skip_deltas(today: Path, work: Path, latest: int) -> dict[str, Any]:
     """Skip deltas 2^j back into every generation, merged from the one-step ones."""
-    index = read_index(today)
+    index = read_index(DirectoryReader(today))
     assert index is not None
     span: dict[tuple[int, int], Path] = {}
     for g in range(2, latest + 1):
@@ -157,7 +159,7 @@ def skip_deltas(today: Path, work: Path, latest: int) -> dict[str, Any]:
 def route_ratios(stores: Path, latest: int) -> dict[str, Any]:
     """For every standby 1..64 behind: the planned route's bytes over the direct delta's
     (the "all" store's merged delta from its generation, or the one-step delta)."""
-    full = read_index(stores / "all")
+    full = read_index(DirectoryReader(stores / "all"))
     assert full is not None
     top = full.generations[latest]
     direct = {latest - m.base: m.file.size for m in top.merged}
@@ -165,7 +167,7 @@ def route_ratios(stores: Path, latest: int) -> dict[str, Any]:
     direct[1] = top.delta.file.size
     out: dict[str, Any] = {"direct": direct}
     for name in ("merged", "today", "drift"):
-        index = read_index(stores / name)
+        index = read_index(DirectoryReader(stores / name))
         assert index is not None
         ratios = {
             k: plan_route(index, index.generations[latest - k].weights.digest, latest).nbytes / d

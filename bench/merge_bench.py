@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import record  # noqa: E402
-from compiler.weights import merge as merge_module  # noqa: E402
+from compiler.weights import compose as merge_module  # noqa: E402
 from compiler.weights.diff import diff  # noqa: E402
 from compiler.weights.testing import rl_pair, transformer_specs  # noqa: E402
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from compiler.weights.sync.local import Local
+from compiler.weights.sync.index import dir_digest
 from compiler.weights.sync.modeldir import MAX_FILES
-from compiler.weights.sync.store import dir_digest
+from compiler.weights.sync.standby import StandbyDir
 from tests.conftest import REPO
 from tests.faultserver import FaultServer
 from tests.servers import Pushgateway
@@ -41,7 +41,7 @@ Standby = tuple[list[str], Path]
 
 
 def _state(weights: Path) -> Path:
-    return Local(weights / TARGET).state
+    return StandbyDir(weights / TARGET).state
 
 
 def _refused(cmd: list[str], weights: Path, *also: Path) -> tuple[dict[str, Any], str]:
@@ -162,7 +162,7 @@ def test_a_state_json_that_is_not_a_file(standby: Standby, kind: str) -> None:
 
 
 def _edit_state(weights: Path, edit: Callable[[dict[str, Any]], None], tier: str = TIER) -> None:
-    path = Local(weights / tier / "llama-7b").state / "state.json"
+    path = StandbyDir(weights / tier / "llama-7b").state / "state.json"
     doc = json.loads(path.read_text())
     edit(doc)
     path.write_text(json.dumps(doc))

@@ -16,7 +16,7 @@ import yaml
 
 from compiler import tools, yamlio
 from compiler.commands.weights.run import JOB_UID
-from compiler.weights.sync.local import Local
+from compiler.weights.sync.standby import StandbyDir
 from tests.servers import start_pushgateway
 from tests.sync.conftest import (
     Nginx,
@@ -250,7 +250,7 @@ def test_the_report_cronjob_pushes_again_what_a_restarted_pushgateway_forgot(
         restarted.proc.wait(timeout=10)
         restarted = start_pushgateway(tmp_path)
         report = report_command(compiled, weights=weights, pushgateway=restarted.url)
-        with Local(weights / "hot/llama-7b").locked():
+        with StandbyDir(weights / "hot/llama-7b").locked():
             proc = subprocess.run(report, capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         hot = json.loads(proc.stdout)["tiers"][0]

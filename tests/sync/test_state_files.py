@@ -13,9 +13,9 @@ import pytest
 
 from compiler.fsutil import open_append, read_regular, write_replacing
 from compiler.weights.sync.errors import StoreError
-from compiler.weights.sync.local import read_state
+from compiler.weights.sync.index import dir_digest, parse_index
 from compiler.weights.sync.modeldir import MAX_FILES, ModelDirError, scan
-from compiler.weights.sync.store import dir_digest, parse_index
+from compiler.weights.sync.standby import read_state
 
 
 def _victim(tmp_path: Path) -> Path:

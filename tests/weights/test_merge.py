@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.weights import merge as merge_module
+from compiler.weights import compose as merge_module
 from compiler.weights.apply import apply
+from compiler.weights.compose import MergeImpossible, merge
 from compiler.weights.deltafile import DeltaReader
 from compiler.weights.diff import diff
 from compiler.weights.errors import DeltaError
-from compiler.weights.merge import MergeImpossible, merge
 from tests.weights.conftest import _write, sha256, shard
 
 CHUNK = 4096

@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 from compiler.weights.apply import apply
 from compiler.weights.diff import diff
 from compiler.weights.sync.errors import StoreError
-from compiler.weights.sync.merging import MergePolicy
-from compiler.weights.sync.publish import publish, read_index
-from compiler.weights.sync.store import Index, parse_index, plan_route
+from compiler.weights.sync.index import Index, parse_index, read_index
+from compiler.weights.sync.merge_policy import MergePolicy
+from compiler.weights.sync.publish import PublishOptions, publish
+from compiler.weights.sync.route import plan_route
+from compiler.weights.sync.stores.directory import DirectoryReader
 from compiler.weights.testing import to_bf16, transformer_specs, write_safetensors
 from tests.conftest import field_paths
 from tests.weights.conftest import sha256
@@ -60,12 +62,12 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Path]:
     gens = _chain(root / "models", GENERATIONS, lr=1e-5)
     store = root / "store"
     for g, path in enumerate(gens, start=1):
-        publish(path.parent, store, g, chunk=CHUNK)
+        publish(path.parent, store, g, PublishOptions(chunk=CHUNK))
     return gens, store
 
 
 def _digest(store: Path, g: int) -> str:
-    index = read_index(store)
+    index = read_index(DirectoryReader(store))
     assert index is not None
     return index.generations[g].weights.digest
 
@@ -75,7 +77,7 @@ def test_a_lagging_standby_fetches_about_the_direct_delta(
     chain: tuple[list[Path], Path], behind: int, tmp_path: Path
 ) -> None:
     gens, store = chain
-    index = read_index(store)
+    index = read_index(DirectoryReader(store))
     assert index is not None
     latest = index.latest
     start = latest - behind
@@ -106,7 +108,7 @@ def test_only_the_latest_lists_merged_deltas_and_the_store_holds_only_those(
     chain: tuple[list[Path], Path],
 ) -> None:
     _, store = chain
-    index = read_index(store)
+    index = read_index(DirectoryReader(store))
     assert index is not None
     latest = index.generations[index.latest]
     assert latest.merged
@@ -166,16 +168,20 @@ def test_anchors_by_drift(tmp_path: Path) -> None:
     store = tmp_path / "store"
     chain = 0
     for g, path in enumerate(small, start=1):
-        stats = publish(path.parent, store, g, chunk=CHUNK, merge=off, anchor_drift=1.0)
+        stats = publish(
+            path.parent, store, g, PublishOptions(chunk=CHUNK, merge=off, anchor_drift=1.0)
+        )
         chain += stats.delta_bytes
     assert 0 < chain < stats.checkpoint_bytes
-    index = read_index(store)
+    index = read_index(DirectoryReader(store))
     assert index is not None
     assert _anchors(index) == [1, 12]  # small steps: no anchor between the ends
     for g, path in enumerate(big, start=13):
-        stats = publish(path.parent, store, g, chunk=CHUNK, merge=off, anchor_drift=1.0)
+        stats = publish(
+            path.parent, store, g, PublishOptions(chunk=CHUNK, merge=off, anchor_drift=1.0)
+        )
         assert stats.delta_bytes > 0.5 * stats.checkpoint_bytes
-    index = read_index(store)
+    index = read_index(DirectoryReader(store))
     assert index is not None
     anchors = _anchors(index)
     # Each large step is over half the model: anchors at most two generations apart.
@@ -190,9 +196,14 @@ def test_the_count_cap_and_drift_off(tmp_path: Path) -> None:
     off = MergePolicy("off")
     capped, plain = tmp_path / "capped", tmp_path / "plain"
     for g, path in enumerate(small, start=1):
-        publish(path.parent, capped, g, chunk=CHUNK, merge=off, anchor_every=3)
-        publish(path.parent, plain, g, chunk=CHUNK, merge=off, anchor_every=4, anchor_drift=0)
-    a, b = read_index(capped), read_index(plain)
+        publish(path.parent, capped, g, PublishOptions(chunk=CHUNK, merge=off, anchor_every=3))
+        publish(
+            path.parent,
+            plain,
+            g,
+            PublishOptions(chunk=CHUNK, merge=off, anchor_every=4, anchor_drift=0),
+        )
+    a, b = read_index(DirectoryReader(capped)), read_index(DirectoryReader(plain))
     assert a is not None and b is not None
     assert _anchors(a) == [1, 4, 7, 9]  # three generations after the last anchor
     assert _anchors(b) == [1, 4, 8, 9]  # every 4th, as before drift
@@ -205,10 +216,12 @@ def test_a_merge_that_needs_the_base_leaves_the_chain(tmp_path: Path) -> None:
     for g, ts in enumerate(gens, start=1):
         (tmp_path / f"g{g}").mkdir()
         paths.append(_save(ts, tmp_path / f"g{g}" / "model", 1))
-        stats = publish(paths[-1].parent, store, g, chunk=CHUNK, merge=MergePolicy("all"))
+        stats = publish(
+            paths[-1].parent, store, g, PublishOptions(chunk=CHUNK, merge=MergePolicy("all"))
+        )
     assert stats.merged == [] and stats.merges == 0
     assert stats.merge_stopped.startswith("generation 1: 'w' chunk 0: the merged change")
-    index = read_index(store)
+    index = read_index(DirectoryReader(store))
     assert index is not None
     route = plan_route(index, index.generations[1].weights.digest, 3)
     assert "next best chain of 2 delta(s) 1 -> 2 -> 3:" in route.reason, route.reason
@@ -219,12 +232,12 @@ def test_a_damaged_delta_in_the_store_ends_the_merges_not_the_publish(tmp_path: 
     gens = _chain(tmp_path / "models", 5, lr=1e-5, seed=4)
     store = tmp_path / "store"
     for g, path in enumerate(gens[:4], start=1):
-        publish(path.parent, store, g, chunk=CHUNK, merge=MergePolicy("all"))
+        publish(path.parent, store, g, PublishOptions(chunk=CHUNK, merge=MergePolicy("all")))
     damaged = store / "deltas/2-3.delta"
     data = bytearray(damaged.read_bytes())
     data[-10] ^= 0xFF
     damaged.write_bytes(bytes(data))
-    stats = publish(gens[4].parent, store, 5, chunk=CHUNK, merge=MergePolicy("all"))
+    stats = publish(gens[4].parent, store, 5, PublishOptions(chunk=CHUNK, merge=MergePolicy("all")))
     assert [f for f, _ in stats.merged] == [3]  # 3 -> 5; 2 -> 5 needs the damaged 2 -> 3
     assert stats.merge_stopped.startswith("generation 2: ")
     assert "deltas/2-3.delta: payload checksum mismatch" in stats.merge_stopped

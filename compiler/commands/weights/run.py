@@ -28,15 +28,15 @@ from compiler.weights.errors import WeightsError
 from compiler.weights.progress import byte_progress
 from compiler.weights.sync.errors import NoPermission, StateDamaged, SyncBusy
 from compiler.weights.sync.fetch import MIN_RATE, Fetcher
-from compiler.weights.sync.local import Local, held_generation
-from compiler.weights.sync.merging import MergePolicy
-from compiler.weights.sync.publish import PublishStats, publish
+from compiler.weights.sync.index import Index
+from compiler.weights.sync.merge_policy import MergePolicy
+from compiler.weights.sync.publish import PublishOptions, PublishStats, publish
 from compiler.weights.sync.pull import Reload, Save, SyncResult, sync
 from compiler.weights.sync.reload import MAX_PODS, Engines, Outcome, reload
 from compiler.weights.sync.report import Reporter
 from compiler.weights.sync.sign import Signer, prepare
 from compiler.weights.sync.signed import Trust
-from compiler.weights.sync.store import Index
+from compiler.weights.sync.standby import StandbyDir, held_generation
 from compiler.weights.sync.verify import Verifier, refused_generation
 
 
@@ -50,20 +50,16 @@ def cmd_publish(args: argparse.Namespace) -> int:
     signature = prepare(args.path, args.generation, _signer(args), excludes)
     total = 2 * path_bytes(args.path)  # hash it, then diff against the last anchor
     with byte_progress("publish", total, args.format == "text") as prog:
-        stats = publish(
-            args.path,
-            store,
-            args.generation,
+        options = PublishOptions(
             anchor_every=args.anchor_every,
             keep=args.keep,
             chunk=args.chunk_size,
             anchor_drift=args.anchor_drift,
             merge=MergePolicy(args.merge, args.merge_window, args.merge_bound),
-            progress=prog,
-            excludes=excludes,
+            excludes=tuple(excludes),
             max_file_size=cap,
-            writer=writer,
         )
+        stats = publish(args.path, store, args.generation, options, writer=writer, progress=prog)
     doc = stats.to_json() | {"store": str(args.to), "signature": signature}
     if writer is not None:
         doc |= writer.stats.to_json() | {"cache": str(store)}
@@ -140,8 +136,8 @@ def _store(args: argparse.Namespace) -> tuple[Path, Any]:
         part = parse_size(args.part_size)
     except ValueError as exc:
         raise UsageError(f"--part-size: {exc}") from None
-    from compiler.weights.sync.s3 import access  # botocore, for s3:// only
-    from compiler.weights.sync.s3publish import S3Store, default_cache
+    from compiler.weights.sync.s3access import access
+    from compiler.weights.sync.stores.s3 import S3Store, default_cache
 
     bucket = access(args.to, endpoint_url=args.endpoint_url, profile=args.profile)
     rate = _bandwidth(args.rate_limit, "--rate-limit")
@@ -251,7 +247,7 @@ def _fetcher(args: argparse.Namespace, rate: float | None, **options: Any) -> Fe
     """The store's fetcher: for ``s3://`` with the bucket's endpoint and signed requests."""
     if not is_s3(args.source):
         return Fetcher(args.source, rate, **options)
-    from compiler.weights.sync.s3 import access  # botocore, for s3:// only
+    from compiler.weights.sync.s3access import access
 
     bucket = access(args.source, endpoint_url=args.endpoint_url, profile=args.profile)
     return Fetcher(bucket.http_base, rate, s3=bucket, **options)
@@ -327,11 +323,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     verifier = _verifier(args)
     fetcher = _fetcher(args, rate, retries=args.retries, timeout=args.timeout,
                        min_rate=min_rate, deadline=budget.start(), notice=_notice)  # fmt: skip
-    result = SyncResult(args.target, args.generation)
+    result = SyncResult()  # what the sync learned, also when it fails
     error: WeightsError | None = None
     try:
-        sync(fetcher, result, lock_wait=args.lock_wait, reload=_asker(engines),
-             on_index=functools.partial(budget.sized, fetcher), verify=verifier)  # fmt: skip
+        sync(fetcher, args.target, args.generation, lock_wait=args.lock_wait,
+             reload=_asker(engines), on_index=functools.partial(budget.sized, fetcher),
+             verify=verifier, into=result)  # fmt: skip
     except WeightsError as exc:
         error = exc
     except OSError as exc:
@@ -347,12 +344,15 @@ def cmd_sync(args: argparse.Namespace) -> int:
         reloaded = result.reload
         if engines is not None and reloaded is None and held is not None:
             # Nothing was asked this time: what the engines last confirmed still stands.
-            reloaded = Outcome.recorded(engines.api, held, Local(args.target).served())
+            reloaded = Outcome.recorded(engines.api, held, StandbyDir(args.target).served())
         reporter = Reporter(args.pushgateway, labels)
-        result.reported = reporter.push(held, reloaded, Local(args.target).last_sync(), refused)
+        result.reported = reporter.push(
+            held, reloaded, StandbyDir(args.target).last_sync(), refused
+        )
         result.report_error = reporter.error
-    doc = result.to_json() | {"ok": error is None, "held_generation": held,
-                              "deadline_seconds": round(budget.seconds, 3)}  # fmt: skip
+    doc = result.to_json(args.target, args.generation)
+    doc |= {"ok": error is None, "held_generation": held,
+            "deadline_seconds": round(budget.seconds, 3)}  # fmt: skip
     doc["refused_generation"] = refused
     if error is not None:
         doc["error"] = str(error)
@@ -360,8 +360,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if result.reload is not None and result.reload.failed:
         doc["ok"] = False
         doc["error"] = f"generation {args.generation} is on disk, but not every engine loaded it"
-        return emit(Message(doc, "", result.text(), EXIT_NOT_LOADED), args.format)
-    return emit(Message(doc, result.text()), args.format)
+        return emit(
+            Message(doc, "", result.text(args.target, args.generation), EXIT_NOT_LOADED),
+            args.format,
+        )
+    return emit(Message(doc, result.text(args.target, args.generation)), args.format)
 
 
 def _report_tier(
@@ -370,7 +373,7 @@ def _report_tier(
     """Push again what one tier's last sync pushed, read from its state; under the
     target's lock, so that a sync's own push never lands before this older one."""
     doc: dict[str, Any] = {"tier": name, "target": str(target), "pushed": False}
-    local = Local(target)
+    local = StandbyDir(target)
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(local.locked(0.0))

@@ -1,7 +1,7 @@
 """Downloads from the store over HTTP(S): resumable, retried, rate-limited, verified.
 
 - A download goes to ``<name>.part`` in a directory beside the target, with a small
-  ``.part.json`` recording what it should become (size, sha256) and the server's ETag.
+  ``.part.json`` (``partial``) recording what it should become (size, sha256) and the server's ETag.
   After an interruption the next run asks for the rest (``Range: bytes=N-``, with
   ``If-Range`` so a file that changed on the server is fetched again from the start).
 - Connection errors, resets, 5xx and 429 are retried with exponential backoff; an
@@ -13,10 +13,10 @@
 - A body never grows beyond the size the index gives; a 416 or a short file starts over
   once, then the file is refused. A body the server encoded (gzip) is refused.
 - A full disk is not the network: the partial file is removed and nothing is retried.
-- Every byte read passes a token bucket in bit/s, so a sync never takes more than its
-  share of the link, whatever the server or the network allow.
+- Every byte read passes a token bucket in bit/s (``ratelimit``), so a sync never takes
+  more than its share of the link, whatever the server or the network allow.
 - A finished file must have the size and sha256 the index gives, or it is deleted.
-- For an ``s3://`` store (``s3.py``) each request is signed; a 401 or 403 is the
+- For an ``s3://`` store (``s3access.py``) each request is signed; a 401 or 403 is the
   credentials' fault, not the network's: StoreDenied (exit 2), with the store's answer.
 """
 
@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import http.client
-import json
 import math
 import os
 import random
@@ -36,9 +34,9 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from compiler.fsutil import open_append, read_regular, write_replacing
+from compiler.fsutil import open_append
 from compiler.urls import http_url
 from compiler.weights.errors import DiskFull
 from compiler.weights.sync.errors import (
@@ -48,51 +46,15 @@ from compiler.weights.sync.errors import (
     StoreError,
     SyncTimeout,
 )
-from compiler.weights.sync.store import StoredFile
+from compiler.weights.sync.index import KeyAbsent, StoredFile
+from compiler.weights.sync.partial import Partial, finished, read_meta, regular, write_meta
+from compiler.weights.sync.ratelimit import TokenBucket
 
 if TYPE_CHECKING:  # botocore is imported for an s3:// store only
-    from compiler.weights.sync.s3 import S3Access
+    from compiler.weights.sync.s3access import S3Access
 
-READ_SIZE = 1 << 20
 ANSWER_CAP = 64 << 10  # what is read of an error answer's body
-HASH_BLOCK = 8 << 20
 USER_AGENT = "standbyc-weights-sync"
-
-
-class TokenBucket:
-    """At most ``bits_per_second`` on average; bursts up to ``burst`` bytes.
-
-    The bucket starts empty, so a transfer of N bytes takes at least
-    ``(N - burst) / rate`` seconds.
-    """
-
-    def __init__(
-        self,
-        bits_per_second: float | None,
-        *,
-        burst_seconds: float = 0.05,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.rate = bits_per_second / 8 if bits_per_second else None  # bytes/s
-        self.burst = max(64 << 10, int(self.rate * burst_seconds)) if self.rate else READ_SIZE
-        self.tokens = 0.0
-        self.clock, self.sleep = clock, sleep
-        self.last = clock()
-
-    @property
-    def read_size(self) -> int:
-        return min(READ_SIZE, self.burst)
-
-    def take(self, nbytes: int) -> None:
-        if self.rate is None:
-            return
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
-        self.last = now
-        self.tokens -= nbytes
-        if self.tokens < 0:
-            self.sleep(-self.tokens / self.rate)
 
 
 @dataclass
@@ -111,7 +73,7 @@ class FetchStats:
         }
 
 
-class NotFound(Exception):
+class NotFound(KeyAbsent):
     """The store answered 404: the file is gone (pruned after the index was read)."""
 
 
@@ -325,7 +287,7 @@ class Fetcher:
     def _download_once(self, f: StoredFile, into: Path) -> Path:
         into.mkdir(parents=True, exist_ok=True)
         final = into / f.path.replace("/", "__")
-        if _regular(final) and _sha256_file(final) == f.sha256:
+        if finished(final, f.sha256):
             return final  # downloaded and verified by an earlier run
         job = _Download(self, f, final)
         self.stats.resumed_bytes += job.got.size
@@ -359,7 +321,7 @@ class Fetcher:
                 resp.read()
         return chunk
 
-    def _stream(self, resp: http.client.HTTPResponse, got: _Partial, size: int, what: str) -> int:
+    def _stream(self, resp: http.client.HTTPResponse, got: Partial, size: int, what: str) -> int:
         """Append the body to the partial file, never beyond ``size``; return how many
         bytes arrived (kept even when the connection breaks, so the next attempt resumes
         after them)."""
@@ -395,12 +357,12 @@ class _Download:
         part = final.with_name(final.name + ".part")
         self.meta_path = final.with_name(final.name + ".part.json")
         want = {"path": f.path, "size": f.size, "sha256": f.sha256}
-        self.meta = _read_json(self.meta_path)
-        if not _regular(part) or {k: self.meta.get(k) for k in want} != want:
+        self.meta = read_meta(self.meta_path)
+        if not regular(part) or {k: self.meta.get(k) for k in want} != want:
             part.unlink(missing_ok=True)
             self.meta = dict(want)
-            _write_json(self.meta_path, self.meta)
-        self.got = _Partial(part)
+            write_meta(self.meta_path, self.meta)
+        self.got = Partial(part)
         if self.got.size > f.size:
             self.got.restart()
         self.restarts = 0
@@ -456,7 +418,7 @@ class _Download:
         self._check_size(resp, start)
         if etag := resp.getheader("ETag"):
             self.meta["etag"] = etag
-            _write_json(self.meta_path, self.meta)
+            write_meta(self.meta_path, self.meta)
         try:
             received = self.fetcher._stream(resp, got, f.size, self.url)
         except _Late:
@@ -479,20 +441,6 @@ class _Download:
         return False
 
 
-class _Partial:
-    """A partial download: its bytes so far and their running sha256."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.sha = hashlib.sha256()
-        self.size = _hash_prefix(path, self.sha)
-
-    def restart(self) -> None:
-        self.path.unlink(missing_ok=True)
-        self.sha = hashlib.sha256()
-        self.size = 0
-
-
 def _body_length(resp: http.client.HTTPResponse) -> int | None:
     value = resp.getheader("Content-Length")
     with contextlib.suppress(TypeError, ValueError):
@@ -513,38 +461,3 @@ def _range_start(resp: http.client.HTTPResponse) -> int | None:
     with contextlib.suppress(ValueError, IndexError):
         return int(value.split(" ", 1)[1].split("-", 1)[0])
     return None
-
-
-def _regular(path: Path) -> bool:
-    """A regular file, not a link to one: what a download left, not what was planted."""
-    return path.is_file() and not path.is_symlink()
-
-
-def _hash_prefix(path: Path, hasher: Any) -> int:
-    if not _regular(path):
-        return 0
-    n = 0
-    with path.open("rb") as f:
-        while block := f.read(HASH_BLOCK):
-            hasher.update(block)
-            n += len(block)
-    return n
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    _hash_prefix(path, h)
-    return h.hexdigest()
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    raw = read_regular(path, ANSWER_CAP)
-    try:
-        doc = json.loads(raw) if raw is not None else {}
-    except (ValueError, RecursionError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    write_replacing(path, json.dumps(doc, sort_keys=True).encode())

@@ -9,15 +9,15 @@ file; then ``index.json`` last and atomically, then removes what the new index n
 names. A reader therefore sees either the old index with all its files or the new one
 with all of its own.
 
-Where the bytes go is a ``StoreWriter``'s: ``LocalStore`` for a directory, ``S3Store``
-(``s3publish.py``) for a bucket, where this directory is a local cache of it. The delta is
+Where the bytes go is a ``StoreWriter``'s (``stores``): ``DirectoryStore`` for a directory,
+``S3Store`` for a bucket, where this directory is a local cache of it. The delta is
 made against the latest generation's anchor when its bytes are here, else against its
 manifest (changed chunks stored whole, not XORed): bigger, never a failure.
 
 The weights are read once, into the new anchor, and the manifest and the delta are made
 from that copy; a directory that changed while it was read is refused (``snapshot``).
 Which generations and anchors the new index keeps is ``retention``'s; the latest also
-gets merged deltas from older generations (``merging``).
+gets merged deltas from older generations (``merge_policy``).
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from compiler.fsutil import exclusive, fsync_path
 from compiler.weights import DEFAULT_CHUNK, DEFAULT_EXCLUDES
@@ -45,7 +44,22 @@ from compiler.weights.manifest import (
     load_manifest,
 )
 from compiler.weights.sync.errors import StoreError, SyncBusy
-from compiler.weights.sync.merging import MergePolicy, add_merged
+from compiler.weights.sync.index import (
+    INDEX,
+    MAX_GENERATION,
+    Delta,
+    Generation,
+    Index,
+    Patch,
+    PlainFile,
+    StoredFile,
+    WeightsInfo,
+    blob_path,
+    parse_index,
+    patch_path,
+    read_index,
+)
+from compiler.weights.sync.merge_policy import MergePolicy, add_merged
 from compiler.weights.sync.modeldir import (
     MAX_FILE_SIZE,
     ModelDir,
@@ -63,23 +77,17 @@ from compiler.weights.sync.snapshot import (
     read_directory,
     source_read,
 )
-from compiler.weights.sync.store import (
-    INDEX,
-    MAX_GENERATION,
-    Delta,
-    Generation,
-    Index,
-    Patch,
-    PlainFile,
-    StoredFile,
-    WeightsInfo,
-    blob_path,
-    parse_index,
-    patch_path,
+from compiler.weights.sync.stores import StoreWriter
+from compiler.weights.sync.stores.directory import (
+    TMP_MARK,
+    DirectoryReader,
+    DirectoryStore,
+    clean_leftovers,
+    remove_unlisted,
+    tmp_path,
+    write_atomic,
 )
 
-TMP_MARK = ".standbyc-tmp-"
-TOPS = ("anchors", "deltas", "manifests", "files", "patches")
 # A new anchor once the one-step deltas since the last one pass this share of the weights:
 # a standby with no usable weights then pays at most about 1.5 full copies (docs/weight-sync.md).
 DEFAULT_DRIFT = 0.5
@@ -141,35 +149,9 @@ class PublishStats:
         }
 
 
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}{TMP_MARK}{os.getpid()}")
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    try:
-        with tmp.open("wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_path(path.parent)
-
-
 def _stored(store: Path, rel: str, name: str = "") -> StoredFile:
     path = store / rel
     return StoredFile(rel, path.stat().st_size, sha256_file(path), name)
-
-
-def read_index(store: Path) -> Index | None:
-    path = store / INDEX
-    if not path.exists():
-        return None
-    return parse_index(path.read_bytes(), str(path))
 
 
 def anchor_path(store: Path, weights: WeightsInfo, generation: int) -> Path:
@@ -195,7 +177,7 @@ def _plain_files(
         blob = store / blob_path(sha)
         if sha not in known and not (blob.is_file() and blob.stat().st_size == f.size):
             with source_read(model):
-                copy_verified(f.path, blob, _tmp(blob), sha, f.size)
+                copy_verified(f.path, blob, tmp_path(blob), sha, f.size)
             stats.files_new.append(f.name)
             stats.files_bytes += f.size
         patch = None
@@ -210,78 +192,12 @@ def _plain_files(
             data = make_patch(base.read_bytes(), blob.read_bytes())
             if len(data) < f.size:
                 rel = patch_path(before.sha256, sha)
-                _write_atomic(store / rel, data)
+                write_atomic(store / rel, data)
                 patch = Patch(before.sha256, _stored(store, rel))
                 stats.files_patched.append(f.name)
                 stats.patch_bytes += len(data)
         out.append(PlainFile(f.name, f.size, sha, patch))
     return tuple(out)
-
-
-def _remove_unlisted(store: Path, index: Index | None) -> list[str]:
-    """Remove every file of the store that ``index`` does not name (all, for None)."""
-    listed = (
-        {f.path for gen in index.generations.values() for f in gen.stored()} if index else set()
-    )
-    removed: list[str] = []
-    for top in TOPS:
-        root = store / top
-        if not root.is_dir():
-            continue
-        for path in sorted(root.rglob("*"), key=str, reverse=True):
-            rel = path.relative_to(store).as_posix()
-            if path.is_file() and rel not in listed:
-                path.unlink()
-                removed.append(rel)
-            elif path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
-    return sorted(removed)
-
-
-def clean_leftovers(store: Path) -> list[Path]:
-    """Temp files and directories of a publish that stopped (we hold the lock)."""
-    found = sorted(store.rglob(f"*{TMP_MARK}*"), key=str, reverse=True)
-    for path in found:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-    return found
-
-
-class StoreWriter(Protocol):
-    """Where a publish's files go. ``store`` is the local directory the publish writes
-    into: the store itself, or a cache of a remote one."""
-
-    def prepare(self, store: Path) -> None:
-        """Before anything is read: the store's index (and what a delta or patch needs
-        from the latest generation) into ``store``; refuse a store that lost its index."""
-
-    def commit(self, store: Path, old: Index | None, new: Index, data: bytes) -> list[str]:
-        """The new files, then ``data`` as the index (last), then remove what ``new`` no
-        longer names; returns what was removed."""
-
-
-class LocalStore:
-    """The store is the directory: the index replaced atomically, then pruned."""
-
-    def prepare(self, store: Path) -> None:
-        if not (store / INDEX).exists():
-            refuse_orphans(str(store), [t for t in TOPS if (store / t).exists()])
-
-    def commit(self, store: Path, old: Index | None, new: Index, data: bytes) -> list[str]:
-        _write_atomic(store / INDEX, data)
-        return _remove_unlisted(store, new)
-
-
-def refuse_orphans(where: str, found: Sequence[str]) -> None:
-    """A store without an index that holds store files lost its index (or is not
-    empty for another reason): publishing would silently start a new history over it."""
-    if found:
-        raise StoreError(
-            f"{where}: no {INDEX}, but it holds {', '.join(found)}: a store that lost its "
-            f"index, or not an empty place; publish into an empty one (or restore {INDEX})"
-        )
 
 
 def _delta_base(store: Path, prev: Generation) -> tuple[Path | None, Manifest | None]:
@@ -304,50 +220,57 @@ def check_chunk(chunk: int) -> int:
     return chunk
 
 
+@dataclass(frozen=True)
+class PublishOptions:
+    """How a publish shapes the store (``standbyc weights publish``'s flags)."""
+
+    anchor_every: int = DEFAULT_ANCHOR_EVERY
+    keep: int = DEFAULT_KEEP
+    chunk: int = DEFAULT_CHUNK  # a new store's; an existing one keeps its own
+    anchor_drift: float = DEFAULT_DRIFT
+    merge: MergePolicy = MergePolicy()  # noqa: RUF009 (frozen)
+    excludes: tuple[str, ...] = DEFAULT_EXCLUDES
+    max_file_size: int = MAX_FILE_SIZE
+
+
 def publish(
     new: Path,
     store: Path,
     generation: int,
+    options: PublishOptions = PublishOptions(),
     *,
-    anchor_every: int = DEFAULT_ANCHOR_EVERY,
-    keep: int = DEFAULT_KEEP,
-    chunk: int = DEFAULT_CHUNK,
-    anchor_drift: float = DEFAULT_DRIFT,
-    merge: MergePolicy = MergePolicy(),  # noqa: B008 (frozen)
-    progress: Progress | None = None,
-    excludes: Sequence[str] = DEFAULT_EXCLUDES,
-    max_file_size: int = MAX_FILE_SIZE,
     writer: StoreWriter | None = None,
+    progress: Progress | None = None,
 ) -> PublishStats:
-    """Publish model directory ``new`` (or one safetensors file) as ``generation``."""
-    if anchor_every < 1 or keep < 1:
+    """Publish model directory ``new`` (or one safetensors file) as ``generation``, into
+    ``store`` (through ``writer``: by default the store is that directory)."""
+    opts = options
+    if opts.anchor_every < 1 or opts.keep < 1:
         raise StoreError("--anchor-every and --keep must be at least 1")
-    if not 0 <= anchor_drift <= 100:
-        raise StoreError(f"--anchor-drift {anchor_drift}: must be from 0 to 100")
-    merge.check()
+    if not 0 <= opts.anchor_drift <= 100:
+        raise StoreError(f"--anchor-drift {opts.anchor_drift}: must be from 0 to 100")
+    opts.merge.check()
     if not 1 <= generation <= MAX_GENERATION:
         raise StoreError(f"--generation {generation}: must be from 1 to {MAX_GENERATION}")
-    check_chunk(chunk)
-    model = scan(new, excludes=excludes, max_file_size=max_file_size)
+    check_chunk(opts.chunk)
+    model = scan(new, excludes=opts.excludes, max_file_size=opts.max_file_size)
     t0 = time.perf_counter()
     with _writing(store):
         store.mkdir(parents=True, exist_ok=True)
         with exclusive(store, SyncBusy(f"{store}: another publish is running")):
             clean_leftovers(store)
-            sink = writer or LocalStore()
+            sink = writer or DirectoryStore()
             sink.prepare(store)
-            before = read_index(store)
+            before = read_index(DirectoryReader(store))
             try:
-                job = _Job(model, store, generation, anchor_every, keep, chunk, progress, sink,
-                           anchor_drift, merge)  # fmt: skip
-                stats = _publish(job)
+                stats = _publish(_Job(model, store, generation, opts, progress, sink))
             except BaseException:
                 # Whatever stopped it (a full disk, a bad file) stopped it before the index
                 # was replaced: remove what it wrote, temp files and finished ones alike, so
                 # the store is as it was and nothing fills it.
                 with contextlib.suppress(OSError, StoreError):
                     clean_leftovers(store)
-                    _remove_unlisted(store, before)
+                    remove_unlisted(store, before)
                 raise
     stats.seconds = time.perf_counter() - t0
     return stats
@@ -372,13 +295,9 @@ class _Job:
     model: ModelDir
     store: Path
     generation: int
-    anchor_every: int
-    keep: int
-    chunk: int
+    options: PublishOptions
     progress: Progress | None
     writer: StoreWriter
-    anchor_drift: float = DEFAULT_DRIFT
-    merge: MergePolicy = MergePolicy()  # noqa: RUF009 (frozen)
 
 
 def _place_anchor(
@@ -396,7 +315,7 @@ def _weights_delta(job: _Job, old: Index, read: Read, stats: PublishStats) -> De
     store, generation = job.store, job.generation
     prev = old.generations[old.latest]
     rel = f"deltas/{prev.number}-{generation}.delta"
-    tmp = _tmp(store / rel)
+    tmp = tmp_path(store / rel)
     tmp.parent.mkdir(parents=True, exist_ok=True)
     base, base_manifest = _delta_base(store, prev)
     diff(read.checkpoint, tmp, old_path=base, base_manifest=base_manifest,
@@ -412,9 +331,11 @@ def _weights_delta(job: _Job, old: Index, read: Read, stats: PublishStats) -> De
 
 def _publish(job: _Job) -> PublishStats:
     model, store, generation = job.model, job.store, job.generation
-    old = read_index(store)
-    snapshot = _tmp(store / "anchors" / str(generation))
-    read = read_directory(model, snapshot, old.chunk_size if old else job.chunk, job.progress)
+    old = read_index(DirectoryReader(store))
+    snapshot = tmp_path(store / "anchors" / str(generation))
+    read = read_directory(
+        model, snapshot, old.chunk_size if old else job.options.chunk, job.progress
+    )
     manifest = read.manifest
     digest = dir_digest(manifest.digest, model.weights.names, read.sums)
     stats = PublishStats(
@@ -440,7 +361,7 @@ def _publish(job: _Job) -> PublishStats:
             "generations only grow"
         )
     man_rel = f"manifests/{generation}.json"
-    _write_atomic(store / man_rel, json.dumps(manifest.to_json(), sort_keys=True).encode())
+    write_atomic(store / man_rel, json.dumps(manifest.to_json(), sort_keys=True).encode())
     # The anchor's sha256 runs beside the diff (both release the GIL).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="standbyc-anchor") as pool:
         sums = pool.submit(anchor_sums, read, model)
@@ -456,7 +377,8 @@ def _publish(job: _Job) -> PublishStats:
         generation, digest, model.size, weights, files, _stored(store, man_rel), delta, anchor
     )
     gens = {**(old.generations if old else {}), generation: gen}
-    index = Index(manifest.chunk_size, prune(gens, job.keep, job.anchor_every, job.anchor_drift))
+    opts = job.options
+    index = Index(manifest.chunk_size, prune(gens, opts.keep, opts.anchor_every, opts.anchor_drift))
     index = _with_merged(job, index, stats)
     data = index.dumps()
     parse_index(data, f"{store / INDEX} (as it would be written)")  # what readers accept
@@ -466,7 +388,7 @@ def _publish(job: _Job) -> PublishStats:
 
 def _with_merged(job: _Job, index: Index, stats: PublishStats) -> Index:
     t0 = time.perf_counter()
-    index, report = add_merged(job.store, index, job.merge, TMP_MARK)
+    index, report = add_merged(job.store, index, job.options.merge, TMP_MARK)
     stats.merged, stats.merges, stats.merge_stopped = report.kept, report.made, report.stopped
     stats.merge_seconds = time.perf_counter() - t0
     return index

@@ -77,7 +77,7 @@ class Reporter:
         refused: int | None = None,
     ) -> bool:
         """Push the generation held (None: nothing), for a tier whose engines reload what
-        they serve, what the last update took (``Local.last_sync``), and for a tier that
+        they serve, what the last update took (``StandbyDir.last_sync``), and for a tier that
         verifies signatures what it refused; False (and
         ``error``) if the push failed."""
         registry = CollectorRegistry()

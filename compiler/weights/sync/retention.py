@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from compiler.weights.sync.errors import StoreError
-from compiler.weights.sync.merging import only_latest_merged
-from compiler.weights.sync.store import Generation
+from compiler.weights.sync.index import Generation
+from compiler.weights.sync.merge_policy import only_latest_merged
 
 
 def anchors_to_keep(gens: dict[int, Generation], anchor_every: int, drift: float) -> set[int]:

@@ -37,7 +37,6 @@ from typing import Any
 
 from compiler.fsutil import read_regular, write_replacing
 from compiler.weights.sync.errors import SignatureRefused, StoreError
-from compiler.weights.sync.local import STATE_CAP, Local
 from compiler.weights.sync.signed import (
     MARKER,
     SIGNATURE,
@@ -48,6 +47,7 @@ from compiler.weights.sync.signed import (
     read_bundle,
     read_marker,
 )
+from compiler.weights.sync.standby import STATE_CAP, StandbyDir
 
 STATE = "verify.json"
 STATE_FORMAT = "standbyc-verify-state"
@@ -156,7 +156,7 @@ class Verifier:
                 worker.shutdown()
         return check(directory, generation, self.trust)
 
-    def check(self, local: Local, directory: Path, generation: int) -> dict[str, Any]:
+    def check(self, local: StandbyDir, directory: Path, generation: int) -> dict[str, Any]:
         """Verify ``directory`` (the staged one, or the target itself when it already
         holds the generation), record the outcome, and refuse what fails."""
         fingerprint = self.trust.fingerprint()
@@ -186,7 +186,7 @@ class Verifier:
         return done
 
     @staticmethod
-    def _write(local: Local, refused: int, reason: str, verified: dict[str, Any]) -> None:
+    def _write(local: StandbyDir, refused: int, reason: str, verified: dict[str, Any]) -> None:
         doc = {
             "format": STATE_FORMAT,
             "version": STATE_VERSION,
@@ -203,7 +203,7 @@ def _import_library() -> None:
         import model_signing.verifying  # noqa: F401, PLC0415
 
 
-def read_state(local: Local) -> dict[str, Any]:
+def read_state(local: StandbyDir) -> dict[str, Any]:
     data = read_regular(local.state / STATE, STATE_CAP)  # never through a link or a FIFO
     try:
         doc = json.loads(data) if data is not None else {}
@@ -219,6 +219,6 @@ def read_state(local: Local) -> dict[str, Any]:
 def refused_generation(target: Path) -> int | None:
     """The generation the last verifying sync of ``target`` refused (0: it refused none);
     None when no sync of it verified anything. For the report."""
-    doc = read_state(Local(target))
+    doc = read_state(StandbyDir(target))
     refused = doc.get("refused")
     return refused if type(refused) is int else None

@@ -44,12 +44,14 @@ from compiler.weights.sync.errors import (
     SourceUnreachable,
     StoreError,
 )
-from compiler.weights.sync.fetch import Fetcher, TokenBucket
-from compiler.weights.sync.merging import merge_chain
+from compiler.weights.sync.fetch import Fetcher
+from compiler.weights.sync.index import INDEX, INDEX_CAP, Index, StoredFile, parse_index
+from compiler.weights.sync.merge_policy import merge_chain
 from compiler.weights.sync.patch import PATCH_CAP
-from compiler.weights.sync.publish import TOPS, _write_atomic, refuse_orphans
-from compiler.weights.sync.s3 import S3Access
-from compiler.weights.sync.store import INDEX, INDEX_CAP, Index, StoredFile, parse_index
+from compiler.weights.sync.ratelimit import TokenBucket
+from compiler.weights.sync.s3access import S3Access
+from compiler.weights.sync.stores import TOPS, refuse_orphans
+from compiler.weights.sync.stores.directory import write_atomic
 
 MIB = 1 << 20
 MIN_PART = 5 * MIB  # S3's smallest part (but the last)
@@ -95,7 +97,7 @@ class S3Store:
     stats: UploadStats = field(default_factory=UploadStats)
     etag: str | None = None  # the index's ETag when it was read; None: there was none
     fetch_base: bool = True  # download the latest anchor when the cache lacks it
-    # One-step deltas back from the latest that merging reads (``merging``): kept in the
+    # One-step deltas back from the latest that merging reads (``merge_policy``): kept in the
     # cache, and downloaded when it lacks them (0: merging is off).
     merge_window: int = 0
     notice: Callable[[str], None] | None = None  # told what a long wait is for
@@ -166,7 +168,7 @@ class S3Store:
             return
         data, self.etag = got
         index = parse_index(data, f"{self.access.url}{INDEX}")
-        _write_atomic(store / INDEX, data)
+        write_atomic(store / INDEX, data)
         latest = index.generations[index.latest]
         self._fetch_small(store, latest.manifest, INDEX_CAP)
         for f in latest.files:
@@ -213,7 +215,7 @@ class S3Store:
                 f"{self.access.url}{f.path}: missing, or not the {f.size} bytes with sha256 "
                 f"{f.sha256} the index gives"
             )
-        _write_atomic(store / f.path, data)
+        write_atomic(store / f.path, data)
 
     # -- commit ----------------------------------------------------------------------------
 
@@ -241,7 +243,7 @@ class S3Store:
             batch = [{"Key": self.access.url.key(rel)} for rel in gone[start : start + 1000]]
             self._call("delete", self.client.delete_objects,
                        Delete={"Objects": batch, "Quiet": True})  # fmt: skip
-        _write_atomic(store / INDEX, data)
+        write_atomic(store / INDEX, data)
         _trim_cache(store, new, self.merge_window)
         return gone
 
@@ -458,7 +460,7 @@ class _Uploads:
         self._save()
 
     def _save(self) -> None:
-        _write_atomic(self.path, json.dumps(self.doc, sort_keys=True).encode())
+        write_atomic(self.path, json.dumps(self.doc, sort_keys=True).encode())
 
 
 def default_cache(access: S3Access) -> Path:

@@ -1,4 +1,4 @@
-"""Merge: compose the deltas F->G and G->H into one delta F->H, reading no checkpoint.
+"""Compose the deltas F->G and G->H into one merged delta F->H, reading no checkpoint.
 
 Each chunk op either patches its source chunk by XOR (``RELATIVE_OPS``) or holds the new
 bytes (``ABSOLUTE_OPS``), so chunk by chunk:

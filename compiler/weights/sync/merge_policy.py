@@ -25,12 +25,13 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from compiler.weights.compose import merge
 from compiler.weights.deltafile import DeltaReader
 from compiler.weights.errors import DeltaError
-from compiler.weights.merge import merge
 from compiler.weights.sync.errors import StoreError
+from compiler.weights.sync.index import Delta, Generation, Index, StoredFile
 from compiler.weights.sync.modeldir import sha256_file
-from compiler.weights.sync.store import Delta, Generation, Index, StoredFile, plan_route
+from compiler.weights.sync.route import plan_route
 
 SCHEMES = ("greedy", "all", "off")
 DEFAULT_WINDOW = 64

@@ -41,8 +41,8 @@ from compiler.weights.manifest import build_manifest
 from compiler.weights.ondisk import remove_stale_temps
 from compiler.weights.safetensors_io import Checkpoint
 from compiler.weights.sync.errors import StateDamaged, SyncBusy
+from compiler.weights.sync.index import MAX_GENERATION, Index
 from compiler.weights.sync.modeldir import dir_digest, scan, sha256_file
-from compiler.weights.sync.store import MAX_GENERATION, Index
 
 STATE_DIR = SYNC_STATE_DIR
 STATE_FORMAT = "standbyc-sync-state"
@@ -78,7 +78,9 @@ class Current:
         return {sha: name for name, sha in sorted(self.files.items())}
 
 
-class Local:
+class StandbyDir:
+    """A standby's model directory (``target``) and standbyc's state beside it."""
+
     def __init__(self, target: Path) -> None:
         self.target = target
         self.state = target.parent / STATE_DIR / target.name
@@ -357,7 +359,7 @@ def _str_map(value: object) -> bool:
 
 
 def _signature(value: object) -> bool:
-    """Rows of [name, size, mtime_ns, ctime_ns, inode], as ``Local.signature`` makes."""
+    """Rows of [name, size, mtime_ns, ctime_ns, inode], as ``StandbyDir.signature`` makes."""
     return isinstance(value, list) and all(
         isinstance(row, list)
         and len(row) == 5
@@ -370,7 +372,7 @@ def _signature(value: object) -> bool:
 def held_generation(target: Path) -> int | None:
     """The generation ``state.json`` records for ``target``, if its files still look as
     they did then. Needs no index: for reporting when the store cannot be read."""
-    local = Local(target)
+    local = StandbyDir(target)
     state = read_state(local.state / "state.json")  # unreadable or mistyped: None
     if state is None:
         return None
