@@ -19,8 +19,9 @@ from pathlib import Path
 
 from compiler import kinds, outdir, pipeline
 from compiler.errors import Diagnostic, SpecError, StandbycError
-from compiler.gate import Report, run_gate
+from compiler.gate import Report
 from compiler.render.base import Emitted, Renderer
+from compiler.validation import run_gate
 
 DEFAULT_SPECS = Path("specs")
 
