@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compiler import kinds, outdir, pipeline
+from compiler.emitted import Emitted
 from compiler.errors import Diagnostic, SpecError, StandbycError
 from compiler.gate import Report
-from compiler.render.base import Emitted, Renderer
+from compiler.render.base import Renderer
 from compiler.validation import run_gate
 
 DEFAULT_SPECS = Path("specs")

@@ -16,8 +16,8 @@ from typing import Any
 from xml.etree import ElementTree
 
 from compiler import kinds, yamlio
+from compiler.emitted import Emitted
 from compiler.errors import EXIT_INTERNAL, StandbycError
-from compiler.render.base import Emitted
 
 
 @dataclass(frozen=True)

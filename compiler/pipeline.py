@@ -19,13 +19,14 @@ from typing import Any, cast
 from compiler import kinds, units, yamlio
 from compiler.admit import BANDWIDTH_FIELDS, admit_spec, written_in_bytes
 from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
+from compiler.emitted import Emitted
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
 from compiler.forkmap import fork_map
 from compiler.fsutil import resolved
 from compiler.load import LoadedSpec, Positions, display_path, load_text, read_spec
 from compiler.plan import Plan, build
 from compiler.render import render_all
-from compiler.render.base import Emitted, Renderer
+from compiler.render.base import Renderer
 from compiler.reuse.compiled import Parsed, SpecMemo
 from compiler.spec import cron_longest_gap
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from compiler import names, units
 from compiler.alerts import rate
 from compiler.alerts.base import Context, indent, selector
+from compiler.emitted import Emitted
 from compiler.failover import Phase
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 
 KIND = "ConfigMap"
 OPERATOR_KIND = "GrafanaDashboard"

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.emitted import Emitted
 from compiler.errors import Diagnostic, Location
-from compiler.render.base import Emitted
 from compiler.reuse import store
 
 
