@@ -135,13 +135,11 @@ def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
     loaded = load_text(spec.text, spec.shown)
     admitted = admit(loaded)
     plan = build(admitted.spec, spec.shown)
-    directory = f"{plan.namespace}/{plan.name}"
-    common = Common(plan.namespace, plan.labels, plan.annotations)
-    rendered = render_all(plan, renderer)
-    emitted, files = written(rendered, common, spec.source, directory, admitted.name_location)
+    emitted, files = _render(plan, renderer, spec.source, admitted.name_location)
     return CompiledSpec(
-        plan, directory, files, emitted, admitted.name_location, spec.source, admitted.warnings
-    )
+        plan, _directory(plan), files, emitted, admitted.name_location, spec.source,
+        admitted.warnings,
+    )  # fmt: skip
 
 
 def compile_cached(spec: SpecText, renderer: Renderer) -> CompiledSpec:
@@ -160,17 +158,28 @@ def compile_cached(spec: SpecText, renderer: Renderer) -> CompiledSpec:
     if before is None:
         parsed = Parsed(admitted.data, admitted.name_location, admitted.warnings)
         memo.remember_parsed(spec.shown, spec.source, spec.text, parsed)
-    directory = f"{plan.namespace}/{plan.name}"
-    rendering = memo.rendering(spec.source, admitted.data, directory)
+    rendering = memo.rendering(spec.source, admitted.data, _directory(plan))
     if rendering is None:
-        common = Common(plan.namespace, plan.labels, plan.annotations)
-        rendered = render_all(plan, renderer)
-        rendering = written(rendered, common, spec.source, directory, admitted.name_location)
+        rendering = _render(plan, renderer, spec.source, admitted.name_location)
         memo.remember_rendering(spec.source, admitted.data, *rendering)
     emitted, files = rendering
     return CompiledSpec(
-        plan, directory, files, emitted, admitted.name_location, spec.source, admitted.warnings
-    )
+        plan, _directory(plan), files, emitted, admitted.name_location, spec.source,
+        admitted.warnings,
+    )  # fmt: skip
+
+
+def _directory(plan: Plan) -> str:
+    return f"{plan.namespace}/{plan.name}"
+
+
+def _render(
+    plan: Plan, renderer: Renderer, source: str, name_location: Location
+) -> tuple[list[Emitted], dict[str, str]]:
+    """The spec's objects (rendered, decorated, in apply order), the validators' test
+    data among them, and its files."""
+    common = Common(plan.namespace, plan.labels, plan.annotations)
+    return written(render_all(plan, renderer), common, source, _directory(plan), name_location)
 
 
 # From this many specs on, they are compiled by a pool of processes, one per core (starting

@@ -2,13 +2,12 @@
 ``out/``.
 
 ``run_gate`` is what ``standbyc validate``, ``standbyc compile`` and the pre-commit
-hook all call. Every tool runs as few processes as possible (one kubeconform per
-Kubernetes version over all files, one ``promtool check rules``, one ``promtool test
-rules``, one pint), and those processes run concurrently. What earlier work already
-settled is taken out through one seam, the ``Reuse`` its caller hands it
-(``compiler.gate.reuse``: ``plan`` and ``settle``); ``Recompute``, the plain one, runs every
-validator on every input. ``compiler.validation.run_gate`` is the gate with every reuse
-plugged in.
+hook all run (through ``compiler.validation``). Every tool runs as few processes as
+possible (one kubeconform per Kubernetes version over all files, one ``promtool check
+rules``, one ``promtool test rules``, one pint), and those processes run concurrently.
+What earlier work already settled is taken out through one seam, the ``Reuse`` its caller
+hands it (``compiler.gate.reuse``: ``plan`` and ``settle``); ``Recompute``, the plain one,
+runs every validator on every input.
 """
 
 from __future__ import annotations
