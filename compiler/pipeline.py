@@ -178,8 +178,9 @@ def _render(
 ) -> tuple[list[Emitted], dict[str, str]]:
     """The spec's objects (rendered, decorated, in apply order), the validators' test
     data among them, and its files."""
+    rendered = render_all(plan, renderer)
     common = Common(plan.namespace, plan.labels, plan.annotations)
-    return written(render_all(plan, renderer), common, source, _directory(plan), name_location)
+    return written(rendered, common, source, _directory(plan), name_location)
 
 
 # From this many specs on, they are compiled by a pool of processes, one per core (starting
