@@ -26,7 +26,7 @@ from bench import record  # noqa: E402
 from bench.compile_bench import generate  # noqa: E402
 from compiler import pipeline  # noqa: E402
 from compiler.api import compile_tree  # noqa: E402
-from compiler.gate import run_gate  # noqa: E402
+from compiler.validation import run_gate  # noqa: E402
 
 
 def gate(out: Path, apiserver: bool) -> dict[str, float]:

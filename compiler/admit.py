@@ -1,9 +1,11 @@
-"""Step 2, admission: loaded data becomes a ``StandbySpec``, or located errors.
+"""Step 2, admission: loaded data becomes a ``StandbySpec`` with located warnings, or
+located errors.
 
 pydantic reports errors by field path; ``Positions`` turns each path into
 ``file:line:col``. The semantic rules (the link budget, keepalive pitfall,
 ``for`` versus evaluation interval) run after the model
-is valid, so they can rely on parsed units. Name lengths are checked on the
+is valid, so they can rely on parsed units, and so do the warnings: what compiles but
+may not do what the spec's author meant. Name lengths are checked on the
 emitted objects (``compiler.decorate``), per kind.
 """
 
@@ -13,6 +15,7 @@ import difflib
 import math
 import types
 import typing
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -20,7 +23,8 @@ from pydantic import BaseModel, ValidationError
 from compiler import alerts, engines, names, units
 from compiler.errors import Diagnostic, Location, SpecError
 from compiler.load import LoadedSpec, PathKey, Problem, dotted_path
-from compiler.spec import TIER_NAMES, StandbySpec
+from compiler.plan import report_bridge_ms
+from compiler.spec import TIER_NAMES, StandbySpec, cron_longest_gap
 
 
 def _model_at(path: PathKey) -> type[BaseModel] | None:
@@ -123,24 +127,21 @@ def _tier_message(kind: str, path: PathKey) -> str | None:
     return None
 
 
-def _from_pydantic(loaded: LoadedSpec, exc: ValidationError) -> SpecError:
+Found = tuple[PathKey, str, bool]  # a problem or a warning: whether it points at the key
+
+
+def _refused(data: Any, exc: ValidationError) -> list[Found]:
+    """One problem per field pydantic refused: its path in the data, standbyc's message and
+    whether it points at the key (an unknown field; a missing one: its parent's)."""
     seen: set[PathKey] = set()
-    diagnostics: list[Diagnostic] = []
+    out: list[Found] = []
     for error in exc.errors(include_url=False):
-        path, exists = _data_path(loaded.data, error["loc"])
+        path, exists = _data_path(data, error["loc"])
         if path in seen:  # one message per field; union branches repeat themselves
             continue
         seen.add(path)
-        if error["type"] == "extra_forbidden":
-            location = loaded.positions.locate(loaded.source, path, prefer_key=True)
-        elif exists:
-            location = loaded.positions.locate(loaded.source, path)
-        else:
-            parent = loaded.positions.locate(loaded.source, path[:-1], prefer_key=True)
-            location = Location(parent.file, parent.line, parent.column, dotted_path(path))
-        diagnostics.append(Diagnostic(location, _message(error, path)))
-    diagnostics.sort(key=lambda d: (d.location.line or 0, d.location.column or 0))
-    return SpecError(diagnostics)
+        out.append((path, _message(error, path), error["type"] == "extra_forbidden" or not exists))
+    return out
 
 
 # Where a spec writes a bandwidth; a byte unit there is read as bytes, and said once more.
@@ -328,18 +329,83 @@ SEMANTIC_CHECKS = (_tiers, _keepalive, _alert_timing, _lists_and_names, _label_n
                    _job_deadline)  # fmt: skip
 
 
-def admit_spec(loaded: LoadedSpec) -> StandbySpec:
+def _warnings(spec: StandbySpec, data: Any) -> list[Problem]:
+    """What compiles but may not do what the spec's author meant."""
+    s = spec.spec
+    ws = s.weight_sync
+    out: list[Problem] = []
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict) and "namespace" not in metadata:
+        out.append(
+            (("metadata",), "metadata.namespace is not set, so the objects go to the namespace "
+             "default")
+        )  # fmt: skip
+    if not s.alerts.rule_labels:
+        out.append(
+            (("spec", "alerts", "ruleLabels"), "spec.alerts.ruleLabels is empty: a Prometheus "
+             "with a ruleSelector (as kube-prometheus-stack sets one, release: <its release>) "
+             "does not load the PrometheusRule")
+        )  # fmt: skip
+    schedule = ws.report.schedule if ws.report.pushgateway else None
+    if schedule is not None and cron_longest_gap(schedule) is None:
+        out.append(
+            (("spec", "weightSync", "report", "schedule"), f"weightSync.report.schedule "
+             f"{schedule!r} runs days apart: after a Pushgateway restart the weight alerts keep "
+             f"the last pushed values for {units.prom_duration(report_bridge_ms(schedule))} "
+             "only, then StandbyWeightsUnreported pages until the next report")
+        )  # fmt: skip
+    out += [(path, hint) for path in BANDWIDTH_FIELDS if (hint := written_in_bytes(data, path))]
+    synced = any(t.replicas and name in ws.tiers for name, t in s.tiers.items())
+    if synced and ws.verify is None:
+        out.append(
+            (("spec", "weightSync"), "spec.weightSync.verify is not set: the weight-sync Jobs "
+             "swap in whatever the store serves, so anyone who can write the store (or answer "
+             "in its place) changes what is served; sign generations (weights publish "
+             "--sign-key) and set verify")
+        )  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A spec admitted: its model and data, where its name is written (what a problem
+    with the names derived from it points at) and its warnings."""
+
+    spec: StandbySpec
+    data: dict[str, Any]
+    name_location: Location
+    warnings: tuple[Diagnostic, ...] = ()
+
+
+def _judged(data: Any) -> tuple[StandbySpec | None, list[Found], list[Found]]:
+    """The model (None: pydantic refused the data), what is wrong with the spec, and what
+    to warn about (nothing while something is wrong)."""
     try:
-        spec = StandbySpec.model_validate(loaded.data)
+        spec = StandbySpec.model_validate(data)
     except ValidationError as exc:
-        raise _from_pydantic(loaded, exc) from None
-    problems = [
-        Diagnostic(loaded.positions.locate(loaded.source, path), message)
-        for path, message in [
-            *_link_budget(spec, loaded.data),
-            *(p for check in SEMANTIC_CHECKS for p in check(spec)),
-        ]
+        return None, _refused(data, exc), []
+    problems = [*_link_budget(spec, data), *(p for check in SEMANTIC_CHECKS for p in check(spec))]
+    warnings = [] if problems else _warnings(spec, data)
+    return spec, [(p, m, False) for p, m in problems], [(p, m, False) for p, m in warnings]
+
+
+def _written_order(d: Diagnostic) -> tuple[int, int]:
+    return d.location.line or 0, d.location.column or 0
+
+
+def admit(loaded: LoadedSpec) -> Admitted:
+    """The spec's model and its warnings, or every problem it has: all located at once."""
+    spec, problems, warnings = _judged(loaded.data)
+    where = loaded.positions.locate
+    located = [
+        Diagnostic(where(loaded.source, path, prefer_key=key), message)
+        for path, message, key in [*problems, *warnings]
     ]
+    if spec is None:  # pydantic's problems, in the order they are written
+        raise SpecError(
+            sorted(located, key=lambda d: (d.location.line or 0, d.location.column or 0))
+        )
     if problems:
-        raise SpecError(problems)
-    return spec
+        raise SpecError(located)
+    name = where(loaded.source, ("metadata", "name"))
+    return Admitted(spec, loaded.data, name, tuple(located))

@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler import kinds, outdir, pipeline
+from compiler import decorate, kinds, outdir, pipeline
+from compiler.emitted import Emitted
 from compiler.errors import Diagnostic, SpecError, StandbycError
-from compiler.gate import Report, run_gate
-from compiler.render.base import Emitted, Renderer
+from compiler.gate import Report
+from compiler.render.base import Renderer
+from compiler.validation import run_gate
 
 DEFAULT_SPECS = Path("specs")
 
@@ -168,10 +170,10 @@ class _Run:
         # The directories of the specs compiled now (and the shared files): files kept
         # from other specs were validated when they were written. The cluster part
         # validates only what it prints, so another spec's finding cannot fail it.
-        only = [f"{c.directory}/{pipeline.KUSTOMIZATION}" for c in self.specs]
+        only = [f"{c.directory}/{decorate.KUSTOMIZATION}" for c in self.specs]
         if self.part == "cluster":
             only = []
-        only.append(f"{pipeline.CRD_DIR}/{pipeline.KUSTOMIZATION}")
+        only.append(f"{pipeline.CRD_DIR}/{decorate.KUSTOMIZATION}")
         fresh = self.current.translated
         self.report = run_gate(
             staged,

@@ -5,19 +5,23 @@ kind's row in ``compiler.kinds``, the namespace, the labels and annotations
 every object carries, the object's own ones and the Argo CD sync wave.
 ``name_problem`` enforces each kind's name limit on the emitted names, and
 ``serialize`` writes each file and proves it parses back to exactly the
-object rendered for it, so no value can add a document or a field.
+object rendered for it, so no value can add a document or a field. ``written`` does all
+of it for one spec, in apply order (``order``), with the ``kustomization.yaml`` listing
+what is applied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from xml.etree import ElementTree
 
 from compiler import kinds, yamlio
-from compiler.errors import EXIT_INTERNAL, StandbycError
-from compiler.render.base import Emitted
+from compiler.emitted import Emitted
+from compiler.errors import EXIT_INTERNAL, Location, SpecError, StandbycError
+
+KUSTOMIZATION = "kustomization.yaml"
 
 
 @dataclass(frozen=True)
@@ -111,3 +115,37 @@ def serialize_text(body: str, source: str, where: str) -> str:
         except ElementTree.ParseError as exc:
             raise OutputMismatch(f"{where}: emitted SVG is not well-formed: {exc}") from None
     return text
+
+
+def order(items: Iterable[Emitted]) -> list[Emitted]:
+    """Apply order (the kinds table), then name; data files last."""
+    return sorted(items, key=lambda e: (kinds.rank(e.kind), e.name, e.relpath))
+
+
+def kustomization(resource_paths: Sequence[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": list(resource_paths),
+    }
+
+
+def written(
+    rendered: Iterable[Emitted], common: Common, source: str, directory: str, name: Location
+) -> tuple[list[Emitted], dict[str, str]]:
+    """One spec's rendered objects decorated, in apply order (the validators' test data
+    among them), and the files below ``directory`` that hold them, with the
+    ``kustomization.yaml`` listing what is applied. A derived name its kind does not
+    accept is a problem at ``name`` (where the spec writes metadata.name)."""
+    emitted = order(decorate(e, common) for e in rendered)
+    if problem := name_problem(emitted):
+        raise SpecError.at(name, problem)
+    listing = kustomization([e.relpath for e in emitted if e.is_resource])
+    each = [*((e.relpath, e.obj, e.text) for e in emitted), (KUSTOMIZATION, listing, None)]
+    files = {
+        f"{directory}/{rel}": serialize(obj, source, f"{directory}/{rel}")
+        if text is None
+        else serialize_text(text, source, f"{directory}/{rel}")
+        for rel, obj, text in each
+    }
+    return emitted, files

@@ -1,8 +1,8 @@
-"""The compile pipeline: load -> check -> plan -> render -> decorate -> order -> tree.
+"""The compile pipeline: load -> admit -> plan -> render -> decorate -> order -> tree.
 
-Each step is a small function; ``build_tree`` strings them together and
-returns the complete set of files standbyc owns under ``out/``. Writing that
-tree (atomically) and validating it are the caller's next steps.
+Each step is a small function; ``compile_text`` strings them together for one spec and
+``build_tree`` for all of them, returning the complete set of files standbyc owns under
+``out/``. Writing that tree (atomically) and validating it are the caller's next steps.
 """
 
 from __future__ import annotations
@@ -10,28 +10,27 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
-from compiler import kinds, units, yamlio
-from compiler.admit import BANDWIDTH_FIELDS, admit_spec, written_in_bytes
-from compiler.decorate import Common, decorate, name_problem, serialize, serialize_text
+from compiler import kinds, yamlio
+from compiler.admit import admit
+from compiler.decorate import KUSTOMIZATION, Common, decorate, kustomization, serialize, written
+from compiler.emitted import Emitted
 from compiler.errors import Diagnostic, Location, SpecError, UsageError
 from compiler.forkmap import fork_map
 from compiler.fsutil import resolved
 from compiler.load import LoadedSpec, Positions, display_path, load_text, read_spec
 from compiler.plan import Plan, build
 from compiler.render import render_all
-from compiler.render.base import Emitted, Renderer
+from compiler.render.base import Renderer
 from compiler.reuse.compiled import Parsed, SpecMemo
-from compiler.spec import cron_longest_gap
 
 SHARED_SOURCE = "standbyc (shared by all specs)"
 CRD_DIR = "crds"
-KUSTOMIZATION = "kustomization.yaml"
 SPEC_SUFFIXES = (".yaml", ".yml")
 SPEC_KIND = "StandbySpec"
 
@@ -104,98 +103,10 @@ def discover(paths: Sequence[Path]) -> list[Path]:
     return discover_specs(paths).specs
 
 
-def order(items: Iterable[Emitted]) -> list[Emitted]:
-    """Apply order (the kinds table), then name; data files last."""
-    return sorted(items, key=lambda e: (kinds.rank(e.kind), e.name, e.relpath))
-
-
-def kustomization(resource_paths: Sequence[str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": list(resource_paths),
-    }
-
-
 def header_source(path: Path, root: Path) -> str:
     """How a file's header names its spec: relative to ``root`` (out/'s parent), so the
     same specs give the same bytes whatever directory standbyc runs from."""
     return Path(os.path.relpath(resolved(path), resolved(root))).as_posix()
-
-
-def _render(
-    plan: Plan, renderer: Renderer, source: str, directory: str, name_location: Location
-) -> tuple[list[Emitted], dict[str, str]]:
-    """The spec's objects (rendered, decorated, in apply order), the validators' test
-    data among them, and its files."""
-    common = Common(plan.namespace, plan.labels, plan.annotations)
-    emitted = order(decorate(e, common) for e in render_all(plan, renderer))
-    if problem := name_problem(emitted):
-        raise SpecError.at(name_location, problem)
-    files = {
-        f"{directory}/{e.relpath}": serialize(e.obj, source, f"{directory}/{e.relpath}")
-        if e.text is None
-        else serialize_text(e.text, source, f"{directory}/{e.relpath}")
-        for e in emitted
-    }
-    listed = [e.relpath for e in emitted if e.is_resource]
-    files[f"{directory}/{KUSTOMIZATION}"] = serialize(
-        kustomization(listed), source, f"{directory}/{KUSTOMIZATION}"
-    )
-    return emitted, files
-
-
-def _spec_warnings(loaded: LoadedSpec, plan: Plan) -> tuple[Diagnostic, ...]:
-    warnings: list[Diagnostic] = []
-    metadata = loaded.data.get("metadata")
-    if isinstance(metadata, dict) and "namespace" not in metadata:
-        warnings.append(
-            Diagnostic(
-                loaded.positions.locate(loaded.source, ("metadata",)),
-                "metadata.namespace is not set, so the objects go to the namespace default",
-            )
-        )
-    if not plan.alerts.rule_labels:
-        warnings.append(
-            Diagnostic(
-                loaded.positions.locate(loaded.source, ("spec", "alerts", "ruleLabels")),
-                "spec.alerts.ruleLabels is empty: a Prometheus with a ruleSelector (as "
-                "kube-prometheus-stack sets one, release: <its release>) does not load the "
-                "PrometheusRule",
-            )
-        )
-    schedule = plan.sync.report_schedule
-    if schedule is not None and cron_longest_gap(schedule) is None:
-        path = ("spec", "weightSync", "report", "schedule")
-        warnings.append(
-            Diagnostic(
-                loaded.positions.locate(loaded.source, path),
-                f"weightSync.report.schedule {schedule!r} runs days apart: after a "
-                "Pushgateway restart the weight alerts keep the last pushed values for "
-                f"{units.prom_duration(plan.sync.report_bridge_ms)} only, then "
-                "StandbyWeightsUnreported pages until the next report",
-            )
-        )
-    warnings += _byte_bandwidths(loaded)
-    if plan.sync.tiers and plan.sync.verify is None:
-        warnings.append(
-            Diagnostic(
-                loaded.positions.locate(loaded.source, ("spec", "weightSync")),
-                "spec.weightSync.verify is not set: the weight-sync Jobs swap in whatever the "
-                "store serves, so anyone who can write the store (or answer in its place) "
-                "changes what is served; sign generations (weights publish --sign-key) and "
-                "set verify",
-            )
-        )
-    return tuple(warnings)
-
-
-def _byte_bandwidths(loaded: LoadedSpec) -> list[Diagnostic]:
-    return [
-        Diagnostic(loaded.positions.locate(loaded.source, path), hint)
-        for path in BANDWIDTH_FIELDS
-        if (hint := written_in_bytes(loaded.data, path))
-    ]
 
 
 @dataclass(frozen=True)
@@ -214,33 +125,62 @@ def read_spec_text(path: Path, root: Path) -> SpecText:
 
 
 def compile_spec(path: Path, renderer: Renderer, root: Path) -> CompiledSpec:
-    return compile_text(read_spec_text(path, root), renderer)
+    return compile_cached(read_spec_text(path, root), renderer)
 
 
 def compile_text(spec: SpecText, renderer: Renderer) -> CompiledSpec:
-    shown, source = spec.shown, spec.source
-    # The same text (shown under the same name, by the same standbyc) parses to the same
-    # data and locations, and the same data renders to the same files (compiler.reuse).
+    """One spec's files from its text alone: load -> admit -> plan -> render -> decorate.
+    Nothing is looked up or remembered (``compile_cached`` is this with the compile's
+    cache around it)."""
+    loaded = load_text(spec.text, spec.shown)
+    admitted = admit(loaded)
+    plan = build(admitted.spec, spec.shown)
+    emitted, files = _render(plan, renderer, spec.source, admitted.name_location)
+    return CompiledSpec(
+        plan, _directory(plan), files, emitted, admitted.name_location, spec.source,
+        admitted.warnings,
+    )  # fmt: skip
+
+
+def compile_cached(spec: SpecText, renderer: Renderer) -> CompiledSpec:
+    """``compile_text``, wrapped once by the compile's cache (``compiler.reuse.compiled``)
+    around its two costly steps: the same text (shown under the same name, by the same
+    standbyc) is not loaded again, its warnings and locations are as they were, and the
+    same data is not rendered again. Admission and the plan always run."""
     memo = SpecMemo(renderer.digest)
-    before = memo.parsed(shown, source, spec.text)
-    if before is not None:
-        loaded = LoadedSpec(shown, before.data, Positions())
-        plan = build(admit_spec(loaded), shown)
-        name_location, warnings = before.name_location, before.warnings
+    before = memo.parsed(spec.shown, spec.source, spec.text)
+    if before is None:
+        admitted = admit(load_text(spec.text, spec.shown))
     else:
-        loaded = load_text(spec.text, shown)
-        plan = build(admit_spec(loaded), shown)
-        name_location = loaded.positions.locate(shown, ("metadata", "name"))
-        warnings = _spec_warnings(loaded, plan)
-        memo.remember_parsed(shown, source, spec.text, Parsed(loaded.data, name_location, warnings))
-    directory = f"{plan.namespace}/{plan.name}"
-    cached = memo.rendering(source, loaded.data, directory)
-    if cached is not None:
-        emitted, files = cached
-    else:
-        emitted, files = _render(plan, renderer, source, directory, name_location)
-        memo.remember_rendering(source, loaded.data, emitted, files)
-    return CompiledSpec(plan, directory, files, emitted, name_location, source, warnings)
+        again = admit(LoadedSpec(spec.shown, before.data, Positions()))
+        admitted = replace(again, name_location=before.name_location, warnings=before.warnings)
+    plan = build(admitted.spec, spec.shown)
+    if before is None:
+        parsed = Parsed(admitted.data, admitted.name_location, admitted.warnings)
+        memo.remember_parsed(spec.shown, spec.source, spec.text, parsed)
+    rendering = memo.rendering(spec.source, admitted.data, _directory(plan))
+    if rendering is None:
+        rendering = _render(plan, renderer, spec.source, admitted.name_location)
+        memo.remember_rendering(spec.source, admitted.data, *rendering)
+    emitted, files = rendering
+    return CompiledSpec(
+        plan, _directory(plan), files, emitted, admitted.name_location, spec.source,
+        admitted.warnings,
+    )  # fmt: skip
+
+
+def _directory(plan: Plan) -> str:
+    return f"{plan.namespace}/{plan.name}"
+
+
+def _render(
+    plan: Plan, renderer: Renderer, source: str, name_location: Location
+) -> tuple[list[Emitted], dict[str, str]]:
+    """The spec's objects (rendered, decorated, in apply order), the validators' test
+    data among them, and its files."""
+    rendered = render_all(plan, renderer)
+    common = Common(plan.namespace, plan.labels, plan.annotations)
+    return written(rendered, common, source, _directory(plan), name_location)
 
 
 # From this many specs on, they are compiled by a pool of processes, one per core (starting
@@ -259,7 +199,7 @@ def _read_or_problems(path: Path, root: Path) -> SpecText | Problems:
 
 def _compile_or_problems(spec: SpecText, renderer: Renderer) -> CompiledSpec | Problems:
     try:
-        return compile_text(spec, renderer)
+        return compile_cached(spec, renderer)
     except SpecError as exc:
         return tuple(exc.diagnostics)
 

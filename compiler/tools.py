@@ -67,6 +67,19 @@ def find(name: str) -> Path | None:
     return Path(found) if found else None
 
 
+def file_id(path: Path) -> str:
+    """A program as a key part: its path, size, inode and modification and change times
+    (a rebuilt or replaced binary is a new tool; a change time cannot be set back)."""
+    st = path.stat()
+    return f"{path}:{st.st_size}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def identity(name: str) -> str:
+    """The tool ``name`` as found, as a key part (``file_id``; "-": not installed)."""
+    found = find(name)
+    return file_id(found) if found else "-"
+
+
 def install_hint(name: str) -> str:
     return INSTALL_HINTS.get(name, f"install {name}").format(dir=user_bin_dir())
 

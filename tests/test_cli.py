@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from compiler import decorate
 from compiler import kinds as table
-from compiler import pipeline
 from compiler.cli import build_parser
 from tests.conftest import CASES, REPO, Run, run_cli
 
@@ -35,7 +35,7 @@ def test_internal_error_exits_three_with_traceback(
     def boom(*_: object) -> None:
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(pipeline, "order", boom)
+    monkeypatch.setattr(decorate, "order", boom)
     result = run_cli("compile", "--no-validate")
     assert result.code == 3
     assert "Traceback" in result.err

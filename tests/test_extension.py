@@ -13,9 +13,10 @@ import pytest
 
 from compiler import kinds, output, render
 from compiler.api import compile_tree
+from compiler.emitted import Emitted
 from compiler.output import json_writer, text_writer
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 from tests.conftest import REPO
 
 TOY = kinds.Kind("PodMonitor", "monitoring.coreos.com/v1", wave=3, name_limit=40)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.gate import run_gate
 from compiler.render.base import packaged_templates
+from compiler.validation import run_gate
 from tests.conftest import CASES, OUT, REPO, golden_trees, run_cli, tree
 
 SCENARIOS = sorted(p.name for p in CASES.iterdir() if (p / "spec.yaml").is_file())

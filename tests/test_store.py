@@ -18,7 +18,7 @@ from compiler.api import compile_tree
 from compiler.gate.schemas import MANIFEST, SchemaDir
 from compiler.render.base import packaged_templates
 from compiler.reuse import store
-from compiler.reuse.verdicts import schemas_key
+from compiler.reuse.keys import schemas_key
 from tests.conftest import REPO, tree
 
 

@@ -50,7 +50,7 @@ def specs_for(changed: list[str], specs: list[Path], out: Path) -> list[Path] | 
 
 
 def _source_in_out(path: Path, out: Path) -> str | None:
-    from compiler import pipeline, yamlio
+    from compiler import decorate, yamlio
 
     try:
         rel = resolved(path).relative_to(resolved(out))
@@ -58,7 +58,7 @@ def _source_in_out(path: Path, out: Path) -> str | None:
         return None
     candidates = [path]
     if len(rel.parts) >= 3:
-        candidates.append(out / rel.parts[0] / rel.parts[1] / pipeline.KUSTOMIZATION)
+        candidates.append(out / rel.parts[0] / rel.parts[1] / decorate.KUSTOMIZATION)
     for candidate in candidates:
         if candidate.is_file():
             return yamlio.source_of(candidate.read_text(encoding="utf-8", errors="replace"))

@@ -82,7 +82,7 @@ class NothingToValidate:
 
 
 def run(args: argparse.Namespace) -> int:
-    from compiler.gate import run_gate
+    from compiler.validation import run_gate
 
     root = Path(args.dir)
     if not root.is_dir():

@@ -2,11 +2,12 @@
 ``out/``.
 
 ``run_gate`` is what ``standbyc validate``, ``standbyc compile`` and the pre-commit
-hook all call. Every tool runs as few processes as possible (one kubeconform per
-Kubernetes version over all files, one ``promtool check rules``, one ``promtool test
-rules``, one pint), and those processes run concurrently. What earlier work already
-settled is taken out through one seam, ``compiler.reuse.verdicts`` (``plan`` and
-``settle``); with ``STANDBYC_REUSE=off`` every validator runs on every input.
+hook all run (through ``compiler.validation``). Every tool runs as few processes as
+possible (one kubeconform per Kubernetes version over all files, one ``promtool check
+rules``, one ``promtool test rules``, one pint), and those processes run concurrently.
+What earlier work already settled is taken out through one seam, the ``Reuse`` its caller
+hands it (``compiler.gate.reuse``: ``plan`` and ``settle``); ``Recompute``, the plain one,
+runs every validator on every input.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import resource
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,13 +27,16 @@ from compiler.gate import apiserver as dryrun
 from compiler.gate import copies, kubeconform, kyverno, pint, promtool, schemas
 from compiler.gate.files import unreadable
 from compiler.gate.report import WARNING, FileResult, Finding, Report, VersionResult
+from compiler.gate.reuse import Opener, Recompute, Reuse
 from compiler.gate.schemas import SchemasMissing, default_schema_dir
-from compiler.reuse import verdicts
+from compiler.gate.work import EMPTY, Ran, Work
 
 __all__ = [
     "DEFAULT_KUBE_VERSIONS",
     "FileResult",
     "Finding",
+    "Opener",
+    "Recompute",
     "Report",
     "SchemasMissing",
     "VersionResult",
@@ -120,7 +124,7 @@ def _under(rel: str, prefixes: set[str]) -> bool:
 
 
 def _rule_sources(
-    manifests: Sequence[str], display: Callable[[str], str], memo: verdicts.GateMemo
+    manifests: Sequence[str], display: Callable[[str], str], memo: Reuse
 ) -> tuple[list[promtool.RuleSource], list[Finding]]:
     """Every PrometheusRule in the manifests, found by parsing each of them (never by a
     pattern: an alias or an escape may spell the kind), and a finding for each manifest
@@ -182,21 +186,19 @@ def _merge_versions(findings: Sequence[Finding]) -> list[Finding]:
 def run_gate(
     root: Path,
     *,
+    reuse: Opener,
     kube_versions: Sequence[str] | None = None,
     schema_dir: Path | None = None,
     display_root: str | None = None,
     only: Sequence[str] | None = None,
-    known: Mapping[str, str] | None = None,
-    parsed: Mapping[str, Sequence[Any]] | None = None,
     apiserver: bool | None = None,
 ) -> Report:
     """Validate every manifest, PrometheusRule and promtool unit test under ``root``.
 
     ``only`` limits the run to the spec directories holding these paths (relative to
     ``root``; see ``spec_prefixes``), so a pre-commit run over one changed spec stays fast.
-    ``known``: texts of files under ``root`` the caller has just written or read, exactly
-    as they are on disk; they are not read again. ``parsed``: the documents some of those
-    texts read back as (``yamlio.read_back``); they are not parsed again. ``apiserver``:
+    ``reuse``: opens this run's reuse of earlier work (``compiler.gate.reuse``; ``Recompute``:
+    none), through which every file is read. ``apiserver``:
     also dry-run every object on a real kube-apiserver (``compiler.gate.apiserver``; None:
     as ``STANDBYC_APISERVER`` says).
 
@@ -219,8 +221,8 @@ def run_gate(
     sd = schemas.ensure(schema_dir or default_schema_dir(), versions)
 
     # A whole tree's report remembered from a run over the same bytes with the same
-    # tools and schemas stands (compiler.reuse); else each file's verdict is looked up.
-    memo = verdicts.GateMemo(root, verdicts.schemas_key(sd, versions), known, parsed)
+    # tools and schemas stands; else each file's verdict is looked up.
+    memo = reuse(root, sd, versions)
     prefixes = sorted(spec_prefixes(only)) if only is not None else None
     seen = memo.report_before(
         prefixes, shown_root, ",".join(versions), *([dryrun.identity()] if use_apiserver else [])
@@ -264,7 +266,7 @@ class _Setup:
     policy_tests: list[str]
     have_pint: bool
     have_kyverno: bool
-    memo: verdicts.GateMemo
+    memo: Reuse
     apiserver: bool = False
 
     def display(self, rel: str) -> str:
@@ -275,11 +277,11 @@ class _Setup:
 
 
 def _validate(setup: _Setup, started: float, cpu_started: float, children_started: float) -> Report:
-    """Every validator over the tree: a plain validator, with what the reuse layer
-    (``compiler.reuse``) says need not run taken out, and its verdicts put back."""
+    """Every validator over the tree: a plain validator, with what the reuse says need not
+    run taken out, and its verdicts put back."""
     memo, display = setup.memo, setup.display
     sources, unread = _rule_sources(setup.manifests, display, memo)
-    work = verdicts.Work(
+    work = Work(
         kube={v: list(setup.manifests) for v in setup.versions} if setup.manifests else {},
         tests=list(setup.tests),
         policies=list(setup.policy_tests) if setup.have_kyverno else [],
@@ -298,7 +300,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
             waited += seconds
             todo = memo.settle(ran)
         t0 = time.perf_counter()
-        dry, dry_status = served.result() if served is not None else (verdicts.EMPTY, "")
+        dry, dry_status = served.result() if served is not None else (EMPTY, "")
         waited += time.perf_counter() - t0
     ran = memo.results()
     kube_results = [ran.kube[v] for v in setup.versions if v in ran.kube]
@@ -338,7 +340,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
     )
 
 
-def _run_tools(setup: _Setup, todo: verdicts.Work, tmp: Path) -> tuple[verdicts.Ran, float]:
+def _run_tools(setup: _Setup, todo: Work, tmp: Path) -> tuple[Ran, float]:
     """Every validator over ``todo``, concurrently: one kubeconform per Kubernetes version,
     promtool's unit tests in batches (one process per core), Kyverno, and promtool check
     rules then pint; and kubeconform at the versions the reuse layer plans while those
@@ -376,11 +378,11 @@ def _run_tools(setup: _Setup, todo: verdicts.Work, tmp: Path) -> tuple[verdicts.
         )
         # Here, while the tools above run: which manifests the later versions validate.
         kube.update({v: validate(v, ms) for v, ms in setup.memo.later().items() if ms})
-        rules = wait(checked) if checked is not None else (verdicts.EMPTY, None)
-        ran = verdicts.Ran(
+        rules = wait(checked) if checked is not None else (EMPTY, None)
+        ran = Ran(
             kube={v: wait(f) for v, f in kube.items()},
             tests=promtool.merge([wait(f) for f in tested]),
-            policies=wait(policies) if policies is not None else verdicts.EMPTY,
+            policies=wait(policies) if policies is not None else EMPTY,
             checked=rules[0],
             linted=rules[1],
         )

@@ -42,7 +42,6 @@ from compiler.gate.controlplane import (
 )
 from compiler.gate.promtool import Outcome
 from compiler.gate.report import WARNING, Finding
-from compiler.reuse import store
 
 TOOL = APISERVER
 MANAGER = "standbyc"
@@ -301,8 +300,7 @@ def run(
 
 def identity() -> str:
     """The API server check as part of a remembered report's key: which binaries judged."""
-    found = [tools.find(name) for name in (APISERVER, ETCD)]
-    return "apiserver " + " ".join(store.file_id(p) if p else "-" for p in found)
+    return "apiserver " + " ".join(tools.identity(name) for name in (APISERVER, ETCD))
 
 
 def gate_step(setup: Any, display: Callable[[str], str]) -> tuple[Outcome, str]:

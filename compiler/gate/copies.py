@@ -15,14 +15,14 @@ from typing import Any
 from compiler import yamlio
 from compiler.gate import promtool
 from compiler.gate.report import Finding
-from compiler.reuse import verdicts
+from compiler.gate.reuse import Reuse
 
 
 def stale_test_rules(
     root: Path,
     sources: Sequence[promtool.RuleSource],
     display: Callable[[str], str],
-    memo: verdicts.GateMemo,
+    memo: Reuse,
 ) -> list[Finding]:
     """The unit tests load copies of the PrometheusRule's groups from ``tests/*.rules.yaml``
     beside it (one copy of the group per alert, or one of all of it). Every rule in a copy

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compiler.emitted import Emitted
 from compiler.plan import Plan
 from compiler.render import (
     cilium_qos,
@@ -23,7 +24,7 @@ from compiler.render import (
     weight_store,
     weight_sync,
 )
-from compiler.render.base import Emitted, Renderer
+from compiler.render.base import Renderer
 
 RenderFn = Callable[[Plan, Renderer], list[Emitted]]
 

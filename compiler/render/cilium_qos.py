@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from compiler.emitted import Emitted
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 
 KIND = "CiliumEgressQoS"
 

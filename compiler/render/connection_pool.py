@@ -13,8 +13,9 @@ import json
 from typing import Any
 
 from compiler import yamlio
+from compiler.emitted import Emitted
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 
 KIND = "ConfigMap"
 

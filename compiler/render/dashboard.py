@@ -10,8 +10,9 @@ grafana-operator ``GrafanaDashboard`` that loads the same ConfigMap.
 
 from __future__ import annotations
 
+from compiler.emitted import Emitted
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 
 KIND = "ConfigMap"
 OPERATOR_KIND = "GrafanaDashboard"

@@ -9,8 +9,9 @@ user's own policies select them, ``compile`` prints the rule that admits the Job
 
 from __future__ import annotations
 
+from compiler.emitted import Emitted
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:

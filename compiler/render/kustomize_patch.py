@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from compiler import yamlio
+from compiler.emitted import Emitted
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer
+from compiler.render.base import Renderer
 
 KIND = "Component"
 DIRECTORY = "egress-patch"

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from compiler.emitted import Emitted
 from compiler.names import TEST_OTHER_NAMESPACE as OTHER_NAMESPACE
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 
 KIND = "ClusterPolicy"
 TESTS = "tests/kyverno"

@@ -10,9 +10,10 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from compiler import chart, engines, trust, units
+from compiler.emitted import Emitted
 from compiler.plan import Plan
 from compiler.render import panels
-from compiler.render.base import Emitted, Renderer
+from compiler.render.base import Renderer
 
 CHART = "plan.svg"
 

@@ -11,8 +11,9 @@ from typing import Any
 
 from compiler import units
 from compiler.alerts import build_all
+from compiler.emitted import Emitted
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 
 KIND = "PrometheusRule"
 

@@ -11,8 +11,9 @@ tier whose sync is running, under the same lock, so it never overwrites a newer 
 from __future__ import annotations
 
 from compiler import names
+from compiler.emitted import Emitted
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 from compiler.render.weight_sync import pod_annotations
 
 # One small Python process: what it needs, with room for a large state file.

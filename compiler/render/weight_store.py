@@ -4,8 +4,9 @@ NetworkPolicy that lets only this spec's weight-sync pods reach it."""
 
 from __future__ import annotations
 
+from compiler.emitted import Emitted
 from compiler.plan import Plan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 
 # Istio ambient (https://istio.io/latest/docs/ambient/usage/networkpolicy/): ztunnel
 # delivers mesh traffic to a pod on the HBONE port, and the kubelet's probes arrive SNATed

@@ -25,8 +25,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from compiler import engines, names, trust, units
+from compiler.emitted import Emitted
 from compiler.plan import Plan, TierPlan
-from compiler.render.base import Emitted, Renderer, filename
+from compiler.render.base import Renderer, filename
 from compiler.spec import IrsaCredentials, ProfileCredentials, SecretCredentials
 from compiler.weights import BUDGET_COPIES, BUDGET_SLACK
 

@@ -1,6 +1,7 @@
 """The compile side of reuse: what a spec's text parsed to, and what its data rendered to,
 remembered in the store (``compiler.reuse.store``) so an unchanged spec is neither parsed
-nor rendered again.
+nor rendered again. ``compiler.pipeline.compile_cached`` wraps the plain compile
+(``compile_text``) with it, once.
 
 A text's entry is keyed on the text, the name it is shown under, the source its headers
 name, standbyc (with its libraries) and the templates; a rendering's on the parsed data, the
@@ -15,8 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.emitted import Emitted
 from compiler.errors import Diagnostic, Location
-from compiler.render.base import Emitted
 from compiler.reuse import store
 
 

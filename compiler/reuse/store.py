@@ -60,13 +60,6 @@ def key(*parts: bytes | str) -> str:
     return h.hexdigest()
 
 
-def file_id(path: Path) -> str:
-    """A program as a key part: its path, size, inode and modification and change times
-    (a rebuilt or replaced binary is a new tool; a change time cannot be set back)."""
-    st = path.stat()
-    return f"{path}:{st.st_size}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-
-
 _digests: dict[tuple[str, int, int, int, int], str] = {}
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from compiler.api import compile_tree
-from compiler.gate import run_gate
+from compiler.validation import run_gate
 
 HEAD = "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: e, namespace: n}\n"
 CONFIGMAP = "n/e/configmap-e-dashboard.yaml"

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import settings
 
 from compiler import yamlio
-from compiler.gate import Report, run_gate
+from compiler.gate import Report
+from compiler.validation import run_gate
 from tests.conftest import OUT, REPO
 
 CASES = REPO / "tests" / "cases"

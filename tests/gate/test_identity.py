@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from compiler.api import compile_tree
-from compiler.gate import kyverno, promtool, run_gate
+from compiler.gate import kyverno, promtool
 from compiler.reuse import identity
+from compiler.validation import run_gate
 from tests.conftest import REPO
 
 SPEC = (REPO / "specs" / "inference-engine.yaml").read_text()

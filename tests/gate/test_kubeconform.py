@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from compiler.cli import main
-from compiler.gate import DEFAULT_KUBE_VERSIONS, run_gate
+from compiler.gate import DEFAULT_KUBE_VERSIONS
+from compiler.validation import run_gate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.gate import kyverno, run_gate
+from compiler.gate import kyverno
+from compiler.validation import run_gate
 from tests.conftest import OUT
 
 SPEC_DIR = "inference-system/inference-engine"

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from compiler import tools
-from compiler.gate import DEFAULT_KUBE_VERSIONS, Report, run_gate
+from compiler.gate import DEFAULT_KUBE_VERSIONS, Report
 from compiler.reuse import identity, store
+from compiler.validation import run_gate
 from tests.conftest import OUT
 from tests.gate.test_differential import verdicts
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.gate import run_gate, schemas
+from compiler.gate import schemas
+from compiler.validation import run_gate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[2]

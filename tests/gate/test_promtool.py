@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.gate import run_gate
+from compiler.validation import run_gate
 from tests.conftest import OUT
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from compiler.gate import kubeconform, run_gate
+from compiler.gate import kubeconform
 from compiler.reuse import shapes
+from compiler.validation import run_gate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SERVICE = """\
