@@ -24,7 +24,8 @@ from compiler.errors import Diagnostic, Location, SpecError, UsageError
 from compiler.forkmap import fork_map
 from compiler.fsutil import resolved
 from compiler.load import LoadedSpec, Positions, display_path, load_text, read_spec
-from compiler.plan import Plan, build
+from compiler.plan import Plan
+from compiler.plan.builders import build
 from compiler.render import render_all
 from compiler.render.base import Renderer
 from compiler.reuse.compiled import Parsed, SpecMemo
