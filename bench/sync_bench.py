@@ -103,8 +103,8 @@ def standbyc_rows(
     pubs = []
     for _ in range(runs):  # a fresh store each time: publishing G again would be a no-op
         shutil.rmtree(store, ignore_errors=True)
-        publish(old, store, 1)
-        pubs.append(publish(new, store, 2))
+        publish(old.parent, store, 1)
+        pubs.append(publish(new.parent, store, 2))
     pub = sorted(pubs, key=lambda r: r[1])[len(pubs) // 2]
     url = f"{nginx.url}standbyc/"
     target = work / "standby-standbyc" / "model"
@@ -238,7 +238,11 @@ def main() -> int:
     nginx.root.mkdir()
     nginx.start()
     try:
-        old, new = work / "old.safetensors", work / "new.safetensors"
+        # Each generation is a model directory holding model.safetensors, as a publish
+        # reads it and a sync writes it.
+        old, new = work / "old" / "model.safetensors", work / "new" / "model.safetensors"
+        old.parent.mkdir()
+        new.parent.mkdir()
         layers = max(1, round((args.gib * 2**30 / 2 - 32000 * 2048) / (12 * 2048**2)))
         rl_pair(old, new, transformer_specs(layers, 2048, 32000), lr=5e-7)
         for p in (old, new):
