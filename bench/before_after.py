@@ -72,7 +72,8 @@ def _newest_results(results: Path, since: float) -> dict[str, Any]:
 
 
 def _is_time(key: str) -> bool:
-    return key.endswith(("_s", "seconds")) or key == "wall"
+    """A duration; ``..._gb_s`` is a rate (GB/s), not one."""
+    return (key.endswith(("_s", "seconds")) and not key.endswith("gb_s")) or key == "wall"
 
 
 def _timings(data: Any, prefix: str = "", timed: bool = False) -> Iterator[tuple[str, float]]:
