@@ -30,6 +30,11 @@ class Run:
     findings: tuple[Finding, ...]
     seconds: float
 
+    @classmethod
+    def nothing(cls, version: str) -> Run:
+        """No manifest validated at ``version``: what a version that did not run reports."""
+        return cls(VersionResult(version, 0, 0, 0, 0), (), 0.0)
+
 
 def argv(schema_dir: SchemaDir, version: str, files: Sequence[str], workers: int) -> list[str]:
     args = ["-strict", "-summary", "-output", "json", "-n", str(workers)]

@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 from compiler.gate import kubeconform
 from compiler.gate.files import read_documents
-from compiler.gate.report import VersionResult
 from compiler.gate.schemas import SchemaDir
 from compiler.gate.work import Ran, Shown, Work, in_order
 
@@ -139,13 +138,9 @@ class Recompute:
     def results(self) -> Ran:
         ran, work = self._ran or Ran(), self._work
         return Ran(
-            kube={v: ran.kube.get(v) or _nothing_at(v) for v in work.kube},
+            kube={v: ran.kube.get(v) or kubeconform.Run.nothing(v) for v in work.kube},
             tests=in_order(ran.tests, work.tests, self._display),
             policies=in_order(ran.policies, work.policies, self._policy_shown),
             checked=in_order(ran.checked, work.rules, lambda src: src.display_file),
             linted=ran.linted,
         )
-
-
-def _nothing_at(version: str) -> kubeconform.Run:
-    return kubeconform.Run(VersionResult(version, 0, 0, 0, 0), (), 0.0)

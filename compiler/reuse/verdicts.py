@@ -266,7 +266,7 @@ class GateMemo:
         kube: dict[str, kubeconform.Run] = {}
         for v, split in self._kube.items():
             reused = sum(documents(split.items[i]) for i in split.hits)
-            run = ran.kube.get(v) or kubeconform.Run(VersionResult(v, 0, 0, 0, 0), (), 0.0)
+            run = ran.kube.get(v) or kubeconform.Run.nothing(v)
             r = run.version
             counts = VersionResult(v, r.valid + reused, r.invalid, r.errors, r.skipped)
             kube[v] = kubeconform.Run(counts, run.findings, run.seconds)
