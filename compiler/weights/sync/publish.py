@@ -263,7 +263,7 @@ def publish(
             sink.prepare(store)
             before = read_index(DirectoryReader(store))
             try:
-                stats = _publish(_Job(model, store, generation, opts, progress, sink))
+                stats = _publish(_Job(model, store, generation, opts, progress, sink, before))
             except BaseException:
                 # Whatever stopped it (a full disk, a bad file) stopped it before the index
                 # was replaced: remove what it wrote, temp files and finished ones alike, so
@@ -298,6 +298,7 @@ class _Job:
     options: PublishOptions
     progress: Progress | None
     writer: StoreWriter
+    old: Index | None  # the store's index as the publish found it
 
 
 def _place_anchor(
@@ -330,8 +331,7 @@ def _weights_delta(job: _Job, old: Index, read: Read, stats: PublishStats) -> De
 
 
 def _publish(job: _Job) -> PublishStats:
-    model, store, generation = job.model, job.store, job.generation
-    old = read_index(DirectoryReader(store))
+    model, store, generation, old = job.model, job.store, job.generation, job.old
     snapshot = tmp_path(store / "anchors" / str(generation))
     read = read_directory(
         model, snapshot, old.chunk_size if old else job.options.chunk, job.progress
