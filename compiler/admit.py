@@ -25,11 +25,12 @@ from compiler.errors import Diagnostic, Location, SpecError
 from compiler.load import LoadedSpec, PathKey, Problem, dotted_path
 from compiler.plan import report_bridge_ms
 from compiler.spec import TIER_NAMES, StandbySpec, cron_longest_gap
+from compiler.spec import json_schema as spec_schema
 
 
 def _model_at(path: PathKey) -> type[BaseModel] | None:
     """The pydantic model class that owns the field at ``path`` (for suggestions)."""
-    model: type[BaseModel] = StandbySpec
+    model: type[BaseModel] = alerts.STANDBY_SPEC
     for part in path:
         if isinstance(part, int):
             continue
@@ -381,12 +382,17 @@ def _judged(data: Any) -> tuple[StandbySpec | None, list[Found], list[Found]]:
     """The model (None: pydantic refused the data), what is wrong with the spec, and what
     to warn about (nothing while something is wrong)."""
     try:
-        spec = StandbySpec.model_validate(data)
+        spec = alerts.STANDBY_SPEC.model_validate(data)
     except ValidationError as exc:
         return None, _refused(data, exc), []
     problems = [*_link_budget(spec, data), *(p for check in SEMANTIC_CHECKS for p in check(spec))]
     warnings = [] if problems else _warnings(spec, data)
     return spec, [(p, m, False) for p, m in problems], [(p, m, False) for p, m in warnings]
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of what admission takes (``standbyc schema``)."""
+    return spec_schema(alerts.STANDBY_SPEC)
 
 
 def _written_order(d: Diagnostic) -> tuple[int, int]:

@@ -10,25 +10,36 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 from ruamel.yaml import YAML
 
 from compiler import alerts, names, units
 from compiler.gate import promtool
-from compiler.spec import Alerts, RateAlert
+from compiler.spec import Alerts, DurationAlert, RateAlert, settings
 from tests.conftest import CASES, OUT
 
 SHARED = {"evaluation_interval", "scrape_interval", "runbook_base_url", "rule_labels"}
 
 
 def test_registry_and_spec_agree() -> None:
+    """Each alert module declares its settings, and the admitted spec has them all, under the
+    module's KEY, with the class names the committed schema knows them by."""
+    spec = alerts.STANDBY_SPEC.model_fields["spec"].annotation
+    assert isinstance(spec, type) and issubclass(spec, BaseModel)
+    section = spec.model_fields["alerts"].annotation
+    assert isinstance(section, type) and issubclass(section, Alerts)
+    assert set(Alerts.model_fields) == SHARED
     modules = {alerts.field(m): m for m in alerts.ALERTS}
-    assert set(modules) == set(Alerts.model_fields) - SHARED
+    assert list(section.model_fields) == [*Alerts.model_fields, *modules]
     for name, module in modules.items():
         assert to_camel(name) == module.KEY, name
-        settings = Alerts.model_fields[name].annotation
-        assert isinstance(settings, type), name
-        assert issubclass(settings, RateAlert) == module.RATE, name
+        assert section.model_fields[name].annotation is module.SETTINGS, name
+        assert issubclass(module.SETTINGS, RateAlert | DurationAlert), name
+        assert module.SETTINGS.__name__ == module.KEY[0].upper() + module.KEY[1:] + "Alert"
+        assert alerts.is_rate(module) == ("window" in module.SETTINGS.model_fields), name
+        admitted = section()
+        assert settings(admitted, module.SETTINGS) is getattr(admitted, name), name
 
 
 # -- the generated promtool tests pin the rules -------------------------------------------

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from compiler.spec import json_schema
+from compiler.admit import json_schema
 from tests.conftest import CASES, REPO, run_cli, tree
 
 SPECS = sorted(REPO.glob("specs/*.yaml")) + sorted(CASES.glob("*/spec.yaml"))

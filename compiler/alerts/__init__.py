@@ -1,10 +1,12 @@
-"""The alerts: one module each (its spec key, its rule and its promtool cases), and the one
-registry that rendering and the spec checks both iterate, so an alert cannot be rendered
-without its timing being checked, or checked without being rendered.
+"""The alerts: one module each (its spec key, its settings, its rule and its promtool
+cases), and the one registry that the spec model, rendering and the spec checks all
+iterate, so an alert cannot be configured without being rendered, or rendered without its
+timing being checked.
 
-Adding an alert (docs/alerts.md): a module here with ``KEY``, ``RATE`` and ``build(ctx)``
-(its cases for a data source down from ``outages``), its line in ``ALERTS``, and its settings
-in ``compiler/spec/alerts.py`` (a test holds the two lists together).
+Adding an alert (docs/alerts.md): a module here with ``KEY``, ``SETTINGS`` (a ``RateAlert`` or
+a ``DurationAlert`` subclass with its defaults) and ``build(ctx)`` (its cases for a data
+source down from ``outages``), and its line in ``ALERTS``. ``STANDBY_SPEC`` is the spec
+model with a field for each: ``alerts.<KEY>``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from compiler.alerts import (
 from compiler.alerts.base import Alert, Context
 from compiler.load import Problem
 from compiler.plan import Plan
+from compiler.spec import RateAlert, StandbySpec, with_alerts, with_settings
 
 ALERTS: tuple[ModuleType, ...] = (
     bandwidth_high,
@@ -49,8 +52,20 @@ MAX_SAMPLES = 3000
 
 
 def field(module: ModuleType) -> str:
-    """The module's settings attribute on ``spec.Alerts`` (its module name)."""
+    """The module's settings attribute on the spec's alerts (its module name; the spec
+    writes it camelCased, its ``KEY``)."""
     return module.__name__.rsplit(".", 1)[1]
+
+
+def is_rate(module: ModuleType) -> bool:
+    """A threshold over a rate window (its settings have a ``window``), or a ``for`` alone."""
+    return issubclass(module.SETTINGS, RateAlert)
+
+
+# The spec as it is admitted: every alert's settings in its alerts section.
+STANDBY_SPEC: type[StandbySpec] = with_alerts(
+    with_settings({field(module): module.SETTINGS for module in ALERTS})
+)
 
 
 def build_all(plan: Plan) -> list[Alert]:
@@ -75,7 +90,7 @@ def timing_problems(alerts: Any) -> list[Problem]:
             )
     for module in ALERTS:
         cfg = getattr(alerts, field(module))
-        if module.RATE and cfg.window < MIN_SCRAPES * alerts.scrape_interval:
+        if is_rate(module) and cfg.window < MIN_SCRAPES * alerts.scrape_interval:
             out.append(
                 (
                     ("spec", "alerts", module.KEY, "window"),
@@ -87,12 +102,12 @@ def timing_problems(alerts: Any) -> list[Problem]:
             )
     for module in ALERTS:
         cfg = getattr(alerts, field(module))
-        span = cfg.for_ + (cfg.window if module.RATE else 0)
+        span = cfg.for_ + (cfg.window if is_rate(module) else 0)
         span += getattr(cfg, "keep_firing_for", None) or 0
         samples = span // alerts.scrape_interval
         if samples > MAX_SAMPLES:
             most = units.prom_duration(MAX_SAMPLES * alerts.scrape_interval)
-            what = "for + window + keepFiringFor" if module.RATE else "for"
+            what = "for + window + keepFiringFor" if is_rate(module) else "for"
             out.append(
                 (
                     ("spec", "alerts", module.KEY, "for"),

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from compiler import units
 from compiler.alerts import rate
 from compiler.alerts.base import Alert, Context
+from compiler.spec import BitsPerSecond, Millis, RateAlert, Severity
 
 KEY = "bandwidthHigh"  # its settings in the spec: alerts.bandwidthHigh
-RATE = True  # a threshold over a rate window
+
+
+class BandwidthHighAlert(RateAlert):
+    threshold: BitsPerSecond = 10 * 10**9
+    window: Millis = 5 * 60_000
+    for_: Millis = Field(5 * 60_000, alias="for")
+    severity: Severity = "warning"
+
+
+SETTINGS = BandwidthHighAlert
 
 
 def build(ctx: Context) -> Alert | None:
-    cfg = ctx.plan.alerts.bandwidth_high
+    cfg = ctx.settings(SETTINGS)
     bits = units.human_bits(cfg.threshold)
     alert = Alert(
         name="InferenceBandwidthHigh",

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from compiler import names, units
 from compiler.plan import NAMESPACE_SENTINEL, REPORT_MARGIN_MS, Plan
-from compiler.spec import TIER_NAMES
+from compiler.spec import TIER_NAMES, Model, settings
+
+S = TypeVar("S", bound=Model)  # an alert's settings class
 
 MARGIN = 0.02  # how far test series sit above or below a threshold
 OTHER_NAMESPACE = names.TEST_OTHER_NAMESPACE
@@ -171,6 +173,10 @@ class Context:
         self.engine_labels = plan.engine.ksm_selector
         self.base_labels = {"standbyc_spec": plan.name}
         self.runbook = plan.alerts.runbook_base_url.rstrip("/")
+
+    def settings(self, cls: type[S]) -> S:
+        """The alert's own settings in the spec (the module's ``SETTINGS``)."""
+        return settings(self.plan.alerts, cls)
 
     # -- expression pieces ---------------------------------------------------
 

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from compiler import units
 from compiler.alerts import rate
 from compiler.alerts.base import Alert, Context
+from compiler.spec import BitsPerSecond, Millis, RateAlert, Severity
 
 KEY = "failoverSpike"  # its settings in the spec: alerts.failoverSpike
-RATE = True  # a threshold over a rate window
+
+
+class FailoverSpikeAlert(RateAlert):
+    threshold: BitsPerSecond = 50 * 10**9
+    window: Millis = 2 * 60_000
+    for_: Millis = Field(60_000, alias="for")
+    severity: Severity = "critical"
+
+
+SETTINGS = FailoverSpikeAlert
 
 
 def build(ctx: Context) -> Alert | None:
-    cfg = ctx.plan.alerts.failover_spike
+    cfg = ctx.settings(SETTINGS)
     tiers = ctx.standby_tiers
     bits = units.human_bits(cfg.threshold)
     alert = Alert(

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import Field
+
 from compiler import units
 from compiler.alerts.base import (
     OTHER_NAMESPACE,
@@ -25,10 +27,19 @@ from compiler.alerts.base import (
     selector,
 )
 from compiler.alerts.outages import KSM_DOWN_MS, PRESENT, silent_while_ksm_down
+from compiler.spec import DurationAlert, Millis, Severity
 
 KEY = "hotReplicasLow"  # its settings in the spec: alerts.hotReplicasLow
-RATE = False
 LONG_MS = 2 * 3600_000  # how long the cases that must not end by themselves are watched
+
+
+class HotReplicasLowAlert(DurationAlert):
+    for_: Millis = Field(2 * 60_000, alias="for")
+    severity: Severity = "critical"
+
+
+SETTINGS = HotReplicasLowAlert
+
 
 PodFn = Callable[..., list["Series"]]  # _pod_fn's pod(name, tier, ready, namespace, n)
 
@@ -37,7 +48,7 @@ def build(ctx: Context) -> Alert | None:
     hot = next((t for t in ctx.plan.tiers if t.name == "hot"), None)
     if hot is None:
         return None
-    cfg = ctx.plan.alerts.hot_replicas_low
+    cfg = ctx.settings(SETTINGS)
     ready = selector({"namespace": ctx.ns, "condition": "true"})
     alert = Alert(
         name="HotTierBelowReplicas",

@@ -6,16 +6,26 @@ exports no pod or namespace labels at all; it needs the engine's ``allowlist_fla
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from compiler import units
 from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, Series, indent
 from compiler.alerts.outages import silent_while_ksm_down
+from compiler.spec import DurationAlert, Millis, Severity
 
 KEY = "tierLabelsMissing"  # its settings in the spec: alerts.tierLabelsMissing
-RATE = False
+
+
+class TierLabelsMissingAlert(DurationAlert):
+    for_: Millis = Field(15 * 60_000, alias="for")
+    severity: Severity = "warning"
+
+
+SETTINGS = TierLabelsMissingAlert
 
 
 def build(ctx: Context) -> Alert | None:
-    cfg = ctx.plan.alerts.tier_labels_missing
+    cfg = ctx.settings(SETTINGS)
     flag = ctx.plan.engine.allowlist_flag
     alert = Alert(
         name="StandbyTierLabelsMissing",

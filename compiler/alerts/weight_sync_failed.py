@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from compiler.alerts.base import (
     OTHER_NAMESPACE,
     Alert,
@@ -27,19 +29,27 @@ from compiler.alerts.base import (
 )
 from compiler.alerts.outages import ends_while_ksm_down
 from compiler.names import DIGEST_CHARS
+from compiler.spec import DurationAlert, Millis, Severity
 
 KEY = "weightSyncFailed"  # its settings in the spec: alerts.weightSyncFailed
-RATE = False
 # Hook Jobs in the tests: the failed one, and a later one of the same tier.
 DIGESTS = ("1a2b3c", "5e6f7a")
 SUPERSEDED = "# a later Job of the same tier succeeded: this failure is history"
+
+
+class WeightSyncFailedAlert(DurationAlert):
+    for_: Millis = Field(60_000, alias="for")
+    severity: Severity = "critical"
+
+
+SETTINGS = WeightSyncFailedAlert
 
 
 def build(ctx: Context) -> Alert | None:
     sync_tiers = [t.name for t in ctx.plan.sync.tiers]
     if not sync_tiers:
         return None
-    cfg = ctx.plan.alerts.weight_sync_failed
+    cfg = ctx.settings(SETTINGS)
     scheduled = ctx.plan.sync.scheduled
     prefix = ctx.plan.names.weight_sync("")
     # A CronJob's Jobs are named <cronjob>-<scheduled time in minutes>, a hook's Jobs

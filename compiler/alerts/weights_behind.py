@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pydantic import Field
+
 from compiler import names, units
 from compiler.alerts.base import (
     OTHER_NAMESPACE,
@@ -22,10 +24,18 @@ from compiler.alerts.base import (
     selector,
 )
 from compiler.alerts.outages import pushgateway_restart, restart_window
+from compiler.spec import DurationAlert, Millis, Severity
 
 KEY = "weightsBehind"  # its settings in the spec: alerts.weightsBehind
-RATE = False
 WANTED = 7  # the generation the alert's tests want (any will do: the record is tested apart)
+
+
+class WeightsBehindAlert(DurationAlert):
+    for_: Millis = Field(15 * 60_000, alias="for")
+    severity: Severity = "warning"
+
+
+SETTINGS = WeightsBehindAlert
 
 
 def build(ctx: Context) -> Alert | None:
@@ -33,7 +43,7 @@ def build(ctx: Context) -> Alert | None:
     if reported is None:
         return None
     sync_tiers, pushed = reported
-    cfg = ctx.plan.alerts.weights_behind
+    cfg = ctx.settings(SETTINGS)
     spec = {"namespace": ctx.ns, "standbyc_spec": ctx.plan.name}
     generation = ctx.plan.generation
     record = Record(names.WEIGHTS_WANTED, f"vector({generation})", spec, generation)

@@ -13,13 +13,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pydantic import Field
+
 from compiler import names, units
 from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, Series, selector
 from compiler.alerts.outages import pushgateway_restart
+from compiler.spec import DurationAlert, Millis, Severity
 
 KEY = "weightsNotServed"  # its settings in the spec: alerts.weightsNotServed
-RATE = False
 HELD = 7  # the generation on disk in the alert's tests
+
+
+class WeightsNotServedAlert(DurationAlert):
+    for_: Millis = Field(10 * 60_000, alias="for")
+    severity: Severity = "warning"
+
+
+SETTINGS = WeightsNotServedAlert
 
 
 def build(ctx: Context) -> Alert | None:
@@ -28,7 +38,7 @@ def build(ctx: Context) -> Alert | None:
     if reported is None or not tiers:
         return None
     _, pushed = reported
-    cfg = ctx.plan.alerts.weights_not_served
+    cfg = ctx.settings(SETTINGS)
     sel = selector(pushed, {"tier": "|".join(tiers)})
     by = "max by (namespace, standbyc_spec, tier)"
     alert = Alert(

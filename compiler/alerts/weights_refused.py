@@ -13,13 +13,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import Field
+
 from compiler import names
 from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, selector
 from compiler.alerts.outages import pushgateway_restart, restart_window
+from compiler.spec import DurationAlert, Millis, Severity
 
 KEY = "weightsRefused"  # its settings in the spec: alerts.weightsRefused
-RATE = False
 REFUSED = 1  # the generation refused in the tests: the lowest there is, so "> 0" is pinned
+
+
+class WeightsRefusedAlert(DurationAlert):
+    for_: Millis = Field(60_000, alias="for")
+    severity: Severity = "critical"
+
+
+SETTINGS = WeightsRefusedAlert
 
 
 def build(ctx: Context) -> Alert | None:
@@ -27,7 +37,7 @@ def build(ctx: Context) -> Alert | None:
     if reported is None or ctx.plan.sync.verify is None:
         return None
     tiers, pushed = reported
-    cfg = ctx.plan.alerts.weights_refused
+    cfg = ctx.settings(SETTINGS)
     sel = selector(pushed, {"tier": "|".join(tiers)})
     alert = Alert(
         name="StandbyWeightsRefused",

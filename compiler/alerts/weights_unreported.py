@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from compiler import names, units
 from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, selector
+from compiler.spec import DurationAlert, Millis, Severity
 
 KEY = "weightsUnreported"  # its settings in the spec: alerts.weightsUnreported
-RATE = False
 REPORTED = 7  # the generation the test's Jobs report
 RESTART_MS = 4 * 60_000  # when the Pushgateway restarts in the cases (any time will do)
+
+
+class WeightsUnreportedAlert(DurationAlert):
+    for_: Millis = Field(30 * 60_000, alias="for")
+    severity: Severity = "warning"
+
+
+SETTINGS = WeightsUnreportedAlert
 
 
 def build(ctx: Context) -> Alert | None:
@@ -16,7 +26,7 @@ def build(ctx: Context) -> Alert | None:
     if reported is None:
         return None
     sync_tiers, pushed = reported
-    cfg = ctx.plan.alerts.weights_unreported
+    cfg = ctx.settings(SETTINGS)
     # absent_over_time() keeps the labels of its equality matchers: one alert per tier.
     parts = [
         ctx.none_pushed(names.WEIGHTS_METRIC, selector({**pushed, "tier": t})) for t in sync_tiers

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from compiler.spec import json_schema
+    from compiler.admit import json_schema
 
     json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")

@@ -15,12 +15,22 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from compiler import names, units
-from compiler.alerts import rate
+from compiler.alerts import (
+    bandwidth_high,
+    failover_spike,
+    hot_replicas_low,
+    rate,
+    weight_sync_failed,
+    weights_behind,
+    weights_not_served,
+)
 from compiler.alerts.base import Context, indent, selector
 from compiler.failover import Phase
 from compiler.plan import Plan
+from compiler.spec import DurationAlert, RateAlert, settings
 
 NAMESPACE = "$namespace"  # the dashboard variable the queries select on
 UID_LIMIT = 40  # Grafana's longest dashboard uid
@@ -60,6 +70,12 @@ def uid(plan: Plan) -> str:
     return f"standbyc-{digest[: UID_LIMIT - len('standbyc-')]}"
 
 
+def _for(plan: Plan, alert: ModuleType) -> str:
+    """The ``for`` of an alert module's settings in the spec, as Prometheus writes it."""
+    cfg: DurationAlert | RateAlert = settings(plan.alerts, alert.SETTINGS)
+    return units.prom_duration(cfg.for_)
+
+
 def _ctx(plan: Plan) -> Context:
     ctx = Context(plan)
     ctx.ns = NAMESPACE  # every selector reads the namespace from the dashboard variable
@@ -80,7 +96,7 @@ def expected_peak(plan: Plan) -> Phase:
 
 
 def failover_panels(plan: Plan, ctx: Context) -> list[PanelDef]:
-    spike = plan.alerts.failover_spike
+    spike = settings(plan.alerts, failover_spike.SETTINGS)
     f = plan.failover
     peak = expected_peak(plan)
     total = rate.egress_bits(ctx, spike.window, ctx.standby_tiers, per_pod=False)
@@ -129,7 +145,7 @@ def failover_panels(plan: Plan, ctx: Context) -> list[PanelDef]:
 
 
 def _egress(plan: Plan, ctx: Context, tier: str, egress_bps: int) -> PanelDef:
-    high = plan.alerts.bandwidth_high
+    high = settings(plan.alerts, bandwidth_high.SETTINGS)
     per_pod = rate.egress_bits(ctx, high.window, [tier], per_pod=True)
     total = rate.egress_bits(ctx, high.window, [tier], per_pod=False)
     return PanelDef(
@@ -165,7 +181,7 @@ def _ready(plan: Plan, ctx: Context, tier: str, replicas: int, width: int) -> Pa
     )
     watched = (
         f"The dashed line is HotTierBelowReplicas's threshold: it pages when fewer than "
-        f"{replicas} are ready for {units.prom_duration(plan.alerts.hot_replicas_low.for_)}."
+        f"{replicas} are ready for {_for(plan, hot_replicas_low)}."
         if tier == "hot"
         else "No alert pages on it; StandbyTierLabelsMissing fires when no engine pod is "
         "exported with its labels (then this panel is empty too)."
@@ -212,7 +228,7 @@ def _generations(plan: Plan, ctx: Context, tier: str, reloads: bool) -> PanelDef
         targets.append(Target(_pushed(ctx, names.SERVED_METRIC, [tier]), "{{tier}}: served"))
         served = (
             " StandbyServingOldWeights pages when the generation served stays below the one "
-            f"on disk for {units.prom_duration(plan.alerts.weights_not_served.for_)}."
+            f"on disk for {_for(plan, weights_not_served)}."
         )
     return PanelDef(
         f"{tier}: weights generation",
@@ -220,7 +236,7 @@ def _generations(plan: Plan, ctx: Context, tier: str, reloads: bool) -> PanelDef
         f"the one the {tier} weight-sync Job last reported on disk"
         + (", and the one every engine pod confirmed serving" if reloads else "")
         + f". StandbyWeightsBehind pages when the one on disk stays below the one wanted "
-        f"for {units.prom_duration(plan.alerts.weights_behind.for_)}.{served} "
+        f"for {_for(plan, weights_behind)}.{served} "
         f"StandbyWeightsUnreported pages when nothing is reported.",
         "none",
         tuple(targets),
@@ -249,10 +265,7 @@ def sync_row(plan: Plan, ctx: Context) -> list[PanelDef]:
         return []
     tiers = [t.name for t in plan.sync.tiers]
     reloading = [t.name for t in plan.sync.tiers if t.reload is not None]
-    failed = (
-        f"WeightSyncJobFailed pages when a Job fails "
-        f"(for {units.prom_duration(plan.alerts.weight_sync_failed.for_)})."
-    )
+    failed = f"WeightSyncJobFailed pages when a Job fails (for {_for(plan, weight_sync_failed)})."
     width = 8 if reloading else 12
     panels = [
         PanelDef(

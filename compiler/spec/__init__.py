@@ -3,7 +3,7 @@ callers import: ``sections`` (the spec, section by section), ``weight_sync`` and
 (two sections of their own), ``types`` (the scalar types: unit-carrying fields are parsed by
 ``compiler.units`` and stored as integers: bit/s, bytes, milliseconds) and ``cron``."""
 
-from compiler.spec.alerts import Alerts, RateAlert
+from compiler.spec.alerts import Alerts, DurationAlert, RateAlert, Severity, settings, with_settings
 from compiler.spec.cron import cron_longest_gap
 from compiler.spec.sections import (
     DEFAULT_PRIORITY,
@@ -12,8 +12,9 @@ from compiler.spec.sections import (
     EnginePorts,
     StandbySpec,
     json_schema,
+    with_alerts,
 )
-from compiler.spec.types import TIER_NAMES
+from compiler.spec.types import TIER_NAMES, BitsPerSecond, Millis, Model
 from compiler.spec.weight_sync import (
     SYNC_IMAGE,
     ArgoHookTrigger,
@@ -35,21 +36,29 @@ __all__ = [
     "TIER_NAMES",
     "Alerts",
     "ArgoHookTrigger",
+    "BitsPerSecond",
     "CertificateVerify",
     "ConnectionPool",
     "DashboardSettings",
+    "DurationAlert",
     "EnginePorts",
     "IrsaCredentials",
     "KeyVerify",
+    "Millis",
+    "Model",
     "ProfileCredentials",
     "RateAlert",
     "Resources",
     "ScheduleTrigger",
     "SecretCredentials",
+    "Severity",
     "StandbySpec",
     "StoreCredentials",
     "TrustFile",
     "Verify",
     "cron_longest_gap",
     "json_schema",
+    "settings",
+    "with_alerts",
+    "with_settings",
 ]

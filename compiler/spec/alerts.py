@@ -1,12 +1,17 @@
 """The spec's alerts section: what every alert shares (the evaluation and scrape intervals,
-the runbooks, the PrometheusRule's labels) and each alert's settings, one field per module
-of ``compiler.alerts`` (a test holds the two lists together)."""
+the runbooks, the PrometheusRule's labels) and the two shapes of an alert's own settings.
+
+Each alert module of ``compiler.alerts`` declares its settings (a ``RateAlert`` or a
+``DurationAlert`` with its defaults) next to its rule; the registry there adds one field per
+module to ``Alerts`` (``with_settings``), and reads a module's settings back with
+``settings``. This package sits below the alerts, so it never names one."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, create_model
 
 from compiler.spec.types import BitsPerSecond, Labels, Millis, Model, Url, between
 
@@ -30,60 +35,11 @@ class RateAlert(Model):
     )
 
 
-class BandwidthHighAlert(RateAlert):
-    threshold: BitsPerSecond = 10 * 10**9
-    window: Millis = 5 * 60_000
-    for_: Millis = Field(5 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-class FailoverSpikeAlert(RateAlert):
-    threshold: BitsPerSecond = 50 * 10**9
-    window: Millis = 2 * 60_000
-    for_: Millis = Field(60_000, alias="for")
-    severity: Severity = "critical"
-
-
 class DurationAlert(Model):
     """An alert with only a ``for``; each alert's subclass gives its defaults."""
 
     for_: Millis = Field(alias="for")
     severity: Severity
-
-
-class HotReplicasLowAlert(DurationAlert):
-    for_: Millis = Field(2 * 60_000, alias="for")
-    severity: Severity = "critical"
-
-
-class WeightSyncFailedAlert(DurationAlert):
-    for_: Millis = Field(60_000, alias="for")
-    severity: Severity = "critical"
-
-
-class WeightsBehindAlert(DurationAlert):
-    for_: Millis = Field(15 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-class WeightsUnreportedAlert(DurationAlert):
-    for_: Millis = Field(30 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-class WeightsNotServedAlert(DurationAlert):
-    for_: Millis = Field(10 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-class WeightsRefusedAlert(DurationAlert):
-    for_: Millis = Field(60_000, alias="for")
-    severity: Severity = "critical"
-
-
-class TierLabelsMissingAlert(DurationAlert):
-    for_: Millis = Field(15 * 60_000, alias="for")
-    severity: Severity = "warning"
 
 
 # Prometheus takes intervals in whole seconds at the finest worth having; an hour is as
@@ -102,12 +58,27 @@ class Alerts(Model):
         "release: <its Helm release>; the default matches a release named "
         "kube-prometheus-stack)",
     )
-    bandwidth_high: BandwidthHighAlert = Field(default_factory=BandwidthHighAlert)
-    failover_spike: FailoverSpikeAlert = Field(default_factory=FailoverSpikeAlert)
-    hot_replicas_low: HotReplicasLowAlert = Field(default_factory=HotReplicasLowAlert)
-    weight_sync_failed: WeightSyncFailedAlert = Field(default_factory=WeightSyncFailedAlert)
-    weights_behind: WeightsBehindAlert = Field(default_factory=WeightsBehindAlert)
-    weights_unreported: WeightsUnreportedAlert = Field(default_factory=WeightsUnreportedAlert)
-    weights_not_served: WeightsNotServedAlert = Field(default_factory=WeightsNotServedAlert)
-    weights_refused: WeightsRefusedAlert = Field(default_factory=WeightsRefusedAlert)
-    tier_labels_missing: TierLabelsMissingAlert = Field(default_factory=TierLabelsMissingAlert)
+    # One field per alert module, added by ``with_settings``.
+
+
+Settings = RateAlert | DurationAlert
+S = TypeVar("S", bound=Model)
+
+
+def with_settings(fields: Mapping[str, type[Settings]]) -> type[Alerts]:
+    """``Alerts`` with one field per alert: its field name -> its settings class, each field
+    defaulting to the class's own defaults (the spec writes it as ``to_camel(name)``)."""
+    added: dict[str, Any] = {
+        name: (cls, Field(default_factory=cls)) for name, cls in fields.items()
+    }
+    return create_model("Alerts", __base__=Alerts, __module__=__name__, **added)
+
+
+def settings(alerts: Alerts, cls: type[S]) -> S:
+    """The one alert's settings whose class is ``cls``, out of a spec's alerts section."""
+    for name, info in type(alerts).model_fields.items():
+        if info.annotation is cls:
+            value = getattr(alerts, name)
+            assert isinstance(value, cls)
+            return value
+    raise LookupError(f"no alert with the settings {cls.__name__} in this spec model")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, create_model, model_validator
 
 from compiler.spec.alerts import Alerts
 from compiler.spec.types import (
@@ -419,10 +419,23 @@ class StandbySpec(Model):
     spec: Spec = Field(default_factory=Spec)
 
 
-def json_schema() -> dict[str, Any]:
+def with_alerts(alerts: type[Alerts]) -> type[StandbySpec]:
+    """``StandbySpec`` whose alerts section is ``alerts``: the model a spec is admitted by,
+    once the alert registry has added every alert's settings (``compiler.alerts``)."""
+    spec = create_model(
+        "Spec", __base__=Spec, __module__=__name__,
+        alerts=(alerts, Field(default_factory=alerts)),
+    )  # fmt: skip
+    return create_model(
+        "StandbySpec", __base__=StandbySpec, __module__=__name__, __doc__=StandbySpec.__doc__,
+        spec=(spec, Field(default_factory=spec)),
+    )  # fmt: skip
+
+
+def json_schema(model: type[StandbySpec]) -> dict[str, Any]:
     # Serialization mode writes every default the way a user writes it ("100Gbit/s"), so an
     # editor never suggests a value standbyc refuses.
-    schema = StandbySpec.model_json_schema(by_alias=True, mode="serialization")
+    schema = model.model_json_schema(by_alias=True, mode="serialization")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "StandbySpec"
     return schema
