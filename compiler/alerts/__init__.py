@@ -3,8 +3,8 @@ cases), and the one registry that the spec model, rendering and the spec checks 
 iterate, so an alert cannot be configured without being rendered, or rendered without its
 timing being checked.
 
-Adding an alert (docs/alerts.md): a module here with ``KEY``, ``SETTINGS`` (a ``RateAlert`` or
-a ``DurationAlert`` subclass with its defaults) and ``build(ctx)`` (its cases for a data
+Adding an alert (docs/alerts.md): a module here with ``KEY``, ``SETTINGS`` (its defaults,
+from ``spec.duration_alert`` or ``spec.rate_alert``) and ``build(ctx)`` (its cases for a data
 source down from ``outages``), and its line in ``ALERTS``. ``STANDBY_SPEC`` is the spec
 model with a field for each: ``alerts.<KEY>``.
 """

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from compiler import units
 from compiler.alerts import rate
 from compiler.alerts.base import Alert, Context
-from compiler.spec import BitsPerSecond, Millis, RateAlert, Severity
+from compiler.spec import rate_alert
 
 KEY = "bandwidthHigh"  # its settings in the spec: alerts.bandwidthHigh
-
-
-class BandwidthHighAlert(RateAlert):
-    threshold: BitsPerSecond = 10 * 10**9
-    window: Millis = 5 * 60_000
-    for_: Millis = Field(5 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-SETTINGS = BandwidthHighAlert
+SETTINGS = rate_alert(
+    KEY, threshold=10 * 10**9, window=5 * 60_000, for_=5 * 60_000, severity="warning"
+)
 
 
 def build(ctx: Context) -> Alert | None:

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from compiler import units
 from compiler.alerts import rate
 from compiler.alerts.base import Alert, Context
-from compiler.spec import BitsPerSecond, Millis, RateAlert, Severity
+from compiler.spec import rate_alert
 
 KEY = "failoverSpike"  # its settings in the spec: alerts.failoverSpike
-
-
-class FailoverSpikeAlert(RateAlert):
-    threshold: BitsPerSecond = 50 * 10**9
-    window: Millis = 2 * 60_000
-    for_: Millis = Field(60_000, alias="for")
-    severity: Severity = "critical"
-
-
-SETTINGS = FailoverSpikeAlert
+SETTINGS = rate_alert(
+    KEY, threshold=50 * 10**9, window=2 * 60_000, for_=60_000, severity="critical"
+)
 
 
 def build(ctx: Context) -> Alert | None:

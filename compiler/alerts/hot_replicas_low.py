@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field
-
 from compiler import units
 from compiler.alerts.base import (
     OTHER_NAMESPACE,
@@ -27,18 +25,11 @@ from compiler.alerts.base import (
     selector,
 )
 from compiler.alerts.outages import KSM_DOWN_MS, PRESENT, silent_while_ksm_down
-from compiler.spec import DurationAlert, Millis, Severity
+from compiler.spec import duration_alert
 
 KEY = "hotReplicasLow"  # its settings in the spec: alerts.hotReplicasLow
 LONG_MS = 2 * 3600_000  # how long the cases that must not end by themselves are watched
-
-
-class HotReplicasLowAlert(DurationAlert):
-    for_: Millis = Field(2 * 60_000, alias="for")
-    severity: Severity = "critical"
-
-
-SETTINGS = HotReplicasLowAlert
+SETTINGS = duration_alert(KEY, for_=2 * 60_000, severity="critical")
 
 
 PodFn = Callable[..., list["Series"]]  # _pod_fn's pod(name, tier, ready, namespace, n)

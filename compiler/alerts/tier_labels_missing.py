@@ -6,22 +6,13 @@ exports no pod or namespace labels at all; it needs the engine's ``allowlist_fla
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from compiler import units
 from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, Series, indent
 from compiler.alerts.outages import silent_while_ksm_down
-from compiler.spec import DurationAlert, Millis, Severity
+from compiler.spec import duration_alert
 
 KEY = "tierLabelsMissing"  # its settings in the spec: alerts.tierLabelsMissing
-
-
-class TierLabelsMissingAlert(DurationAlert):
-    for_: Millis = Field(15 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-SETTINGS = TierLabelsMissingAlert
+SETTINGS = duration_alert(KEY, for_=15 * 60_000, severity="warning")
 
 
 def build(ctx: Context) -> Alert | None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from compiler.alerts.base import (
     OTHER_NAMESPACE,
     Alert,
@@ -29,20 +27,13 @@ from compiler.alerts.base import (
 )
 from compiler.alerts.outages import ends_while_ksm_down
 from compiler.names import DIGEST_CHARS
-from compiler.spec import DurationAlert, Millis, Severity
+from compiler.spec import duration_alert
 
 KEY = "weightSyncFailed"  # its settings in the spec: alerts.weightSyncFailed
 # Hook Jobs in the tests: the failed one, and a later one of the same tier.
 DIGESTS = ("1a2b3c", "5e6f7a")
 SUPERSEDED = "# a later Job of the same tier succeeded: this failure is history"
-
-
-class WeightSyncFailedAlert(DurationAlert):
-    for_: Millis = Field(60_000, alias="for")
-    severity: Severity = "critical"
-
-
-SETTINGS = WeightSyncFailedAlert
+SETTINGS = duration_alert(KEY, for_=60_000, severity="critical")
 
 
 def build(ctx: Context) -> Alert | None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import Field
-
 from compiler import names, units
 from compiler.alerts.base import (
     OTHER_NAMESPACE,
@@ -24,18 +22,11 @@ from compiler.alerts.base import (
     selector,
 )
 from compiler.alerts.outages import pushgateway_restart, restart_window
-from compiler.spec import DurationAlert, Millis, Severity
+from compiler.spec import duration_alert
 
 KEY = "weightsBehind"  # its settings in the spec: alerts.weightsBehind
 WANTED = 7  # the generation the alert's tests want (any will do: the record is tested apart)
-
-
-class WeightsBehindAlert(DurationAlert):
-    for_: Millis = Field(15 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-SETTINGS = WeightsBehindAlert
+SETTINGS = duration_alert(KEY, for_=15 * 60_000, severity="warning")
 
 
 def build(ctx: Context) -> Alert | None:

@@ -13,23 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import Field
-
 from compiler import names, units
 from compiler.alerts.base import OTHER_NAMESPACE, Alert, Context, Series, selector
 from compiler.alerts.outages import pushgateway_restart
-from compiler.spec import DurationAlert, Millis, Severity
+from compiler.spec import duration_alert
 
 KEY = "weightsNotServed"  # its settings in the spec: alerts.weightsNotServed
 HELD = 7  # the generation on disk in the alert's tests
-
-
-class WeightsNotServedAlert(DurationAlert):
-    for_: Millis = Field(10 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-SETTINGS = WeightsNotServedAlert
+SETTINGS = duration_alert(KEY, for_=10 * 60_000, severity="warning")
 
 
 def build(ctx: Context) -> Alert | None:

@@ -13,23 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field
-
 from compiler import names
 from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, selector
 from compiler.alerts.outages import pushgateway_restart, restart_window
-from compiler.spec import DurationAlert, Millis, Severity
+from compiler.spec import duration_alert
 
 KEY = "weightsRefused"  # its settings in the spec: alerts.weightsRefused
 REFUSED = 1  # the generation refused in the tests: the lowest there is, so "> 0" is pinned
-
-
-class WeightsRefusedAlert(DurationAlert):
-    for_: Millis = Field(60_000, alias="for")
-    severity: Severity = "critical"
-
-
-SETTINGS = WeightsRefusedAlert
+SETTINGS = duration_alert(KEY, for_=60_000, severity="critical")
 
 
 def build(ctx: Context) -> Alert | None:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from compiler import names, units
 from compiler.alerts.base import OTHER_NAMESPACE, Alert, Case, Context, Expect, Series, selector
-from compiler.spec import DurationAlert, Millis, Severity
+from compiler.spec import duration_alert
 
 KEY = "weightsUnreported"  # its settings in the spec: alerts.weightsUnreported
 REPORTED = 7  # the generation the test's Jobs report
 RESTART_MS = 4 * 60_000  # when the Pushgateway restarts in the cases (any time will do)
-
-
-class WeightsUnreportedAlert(DurationAlert):
-    for_: Millis = Field(30 * 60_000, alias="for")
-    severity: Severity = "warning"
-
-
-SETTINGS = WeightsUnreportedAlert
+SETTINGS = duration_alert(KEY, for_=30 * 60_000, severity="warning")
 
 
 def build(ctx: Context) -> Alert | None:

@@ -3,7 +3,15 @@ callers import: ``sections`` (the spec, section by section), ``weight_sync`` and
 (two sections of their own), ``types`` (the scalar types: unit-carrying fields are parsed by
 ``compiler.units`` and stored as integers: bit/s, bytes, milliseconds) and ``cron``."""
 
-from compiler.spec.alerts import Alerts, DurationAlert, RateAlert, Severity, settings, with_settings
+from compiler.spec.alerts import (
+    Alerts,
+    DurationAlert,
+    RateAlert,
+    duration_alert,
+    rate_alert,
+    settings,
+    with_settings,
+)
 from compiler.spec.cron import cron_longest_gap
 from compiler.spec.sections import (
     DEFAULT_PRIORITY,
@@ -51,13 +59,14 @@ __all__ = [
     "Resources",
     "ScheduleTrigger",
     "SecretCredentials",
-    "Severity",
     "StandbySpec",
     "StoreCredentials",
     "TrustFile",
     "Verify",
     "cron_longest_gap",
+    "duration_alert",
     "json_schema",
+    "rate_alert",
     "settings",
     "with_alerts",
     "with_settings",

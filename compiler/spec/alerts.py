@@ -19,8 +19,8 @@ Severity = Literal["info", "warning", "critical"]
 
 
 class RateAlert(Model):
-    """A threshold over a rate window. Each alert's subclass gives its defaults, so a spec
-    sets only what it changes (``bandwidthHigh: {window: 10m}``)."""
+    """A threshold over a rate window. Each alert gives its defaults (``rate_alert``), so a
+    spec sets only what it changes (``bandwidthHigh: {window: 10m}``)."""
 
     threshold: BitsPerSecond
     window: Millis
@@ -36,7 +36,7 @@ class RateAlert(Model):
 
 
 class DurationAlert(Model):
-    """An alert with only a ``for``; each alert's subclass gives its defaults."""
+    """An alert with only a ``for``; each alert gives its defaults (``duration_alert``)."""
 
     for_: Millis = Field(alias="for")
     severity: Severity
@@ -63,6 +63,31 @@ class Alerts(Model):
 
 Settings = RateAlert | DurationAlert
 S = TypeVar("S", bound=Model)
+
+
+def _named(key: str) -> str:
+    return key[0].upper() + key[1:] + "Alert"  # weightsBehind: WeightsBehindAlert
+
+
+def duration_alert(key: str, *, for_: int, severity: Severity) -> type[DurationAlert]:
+    """The settings of the alert ``spec.alerts.<key>`` that has only a ``for``, with these
+    defaults (milliseconds): the class ``<Key>Alert``, the name the spec's schema gives it."""
+    return create_model(
+        _named(key), __base__=DurationAlert, __module__=__name__,
+        for_=(Millis, Field(for_, alias="for")), severity=(Severity, severity),
+    )  # fmt: skip
+
+
+def rate_alert(
+    key: str, *, threshold: int, window: int, for_: int, severity: Severity
+) -> type[RateAlert]:
+    """The settings of the alert ``spec.alerts.<key>`` on a threshold over a rate window, with
+    these defaults (bit/s, milliseconds), named as ``duration_alert`` names them."""
+    return create_model(
+        _named(key), __base__=RateAlert, __module__=__name__,
+        threshold=(BitsPerSecond, threshold), window=(Millis, window),
+        for_=(Millis, Field(for_, alias="for")), severity=(Severity, severity),
+    )  # fmt: skip
 
 
 def with_settings(fields: Mapping[str, type[Settings]]) -> type[Alerts]:
