@@ -105,11 +105,3 @@ def ksm_label(label_key: str) -> str:
     sanitised (non-alphanumerics to ``_``), snake-cased (``standbyTier`` ->
     ``standby_Tier``) and lower-cased, as its internal/store/utils.go does."""
     return "label_" + _CAPITAL.sub(r"\1_\2", _INVALID.sub("_", label_key)).lower()
-
-
-def common_labels(spec: StandbySpec) -> dict[str, str]:
-    return {
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        "app.kubernetes.io/part-of": spec.metadata.name,
-        **spec.metadata.labels,
-    }

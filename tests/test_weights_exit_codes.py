@@ -7,7 +7,6 @@ import importlib.util
 import pkgutil
 
 import compiler.weights
-from compiler import trust
 from compiler.commands.weights.exits import (
     EXIT_BLOCKED,
     EXIT_CODES,
@@ -17,6 +16,7 @@ from compiler.commands.weights.exits import (
     exit_code,
 )
 from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, StandbycError
+from compiler.plan.model import REFUSED_EXIT
 from compiler.weights.errors import DeltaError, VerifyFailed, WeightsError
 from compiler.weights.sync.errors import (
     ApplyFailed,
@@ -77,7 +77,7 @@ def test_the_nearest_row_wins() -> None:
 
 def test_the_compiled_job_fails_at_once_on_the_refused_exit_code() -> None:
     """The weight-sync Job's podFailurePolicy names the code sync exits with on a refusal."""
-    assert trust.REFUSED_EXIT == EXIT_REFUSED
+    assert REFUSED_EXIT == EXIT_REFUSED
 
 
 # Every error of the library, by class name, and the exit code it had before the errors were

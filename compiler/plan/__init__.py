@@ -15,6 +15,8 @@ from compiler.plan.builders import reload_ms as reload_ms
 from compiler.plan.builders import report_bridge_ms as report_bridge_ms
 from compiler.plan.model import NAMESPACE_SENTINEL as NAMESPACE_SENTINEL
 from compiler.plan.model import EnginePlan as EnginePlan
+from compiler.plan.model import JobPlan as JobPlan
+from compiler.plan.model import JobPod as JobPod
 from compiler.plan.model import Plan as Plan
 from compiler.plan.model import ReloadPlan as ReloadPlan
 from compiler.plan.model import StorePlan as StorePlan

@@ -9,11 +9,13 @@ the standby tiers, and the failover those numbers give. The data types it fills 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 
 from compiler import engines, names, units
 from compiler.failover import Inputs, analyse
 from compiler.names import Names
+from compiler.plan import job
 from compiler.plan.model import EnginePlan, Plan, ReloadPlan, StorePlan, SyncPlan, TierPlan
 from compiler.spec import DEFAULT_PRIORITY, StandbySpec, cron_longest_gap
 from compiler.weights import BUDGET_COPIES, BUDGET_SLACK
@@ -123,7 +125,7 @@ def _store(spec: StandbySpec, n: Names) -> StorePlan:
 def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
     s = spec.spec
     ws = s.weight_sync
-    return SyncPlan(
+    sync = SyncPlan(
         tiers=tuple(t for t in tiers if t.name in ws.tiers),
         image=ws.image,
         trigger=ws.trigger,
@@ -141,6 +143,10 @@ def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
         report_bridge_ms=report_bridge_ms(ws.report.schedule),
         verify=ws.verify,
     )
+    return replace(
+        sync, jobs=job.jobs(spec, sync, n), report_args=job.report_args(spec, sync),
+        pod=job.pod(spec, sync),
+    )  # fmt: skip
 
 
 def _failover_inputs(
@@ -182,6 +188,15 @@ def _failover_inputs(
     )
 
 
+def _labels(spec: StandbySpec) -> dict[str, str]:
+    """The labels on every emitted object."""
+    return {
+        "app.kubernetes.io/managed-by": names.MANAGED_BY,
+        "app.kubernetes.io/part-of": spec.metadata.name,
+        **spec.metadata.labels,
+    }
+
+
 def build(spec: StandbySpec, source: str) -> Plan:
     s = spec.spec
     object_names = names.of(spec)
@@ -201,7 +216,7 @@ def build(spec: StandbySpec, source: str) -> Plan:
         name=spec.metadata.name,
         namespace=spec.metadata.namespace,
         source=source,
-        labels=names.common_labels(spec),
+        labels=_labels(spec),
         annotations=dict(s.common_annotations),
         names=object_names,
         engine=engine,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import PurePosixPath
 from typing import Any
 
-from compiler import engines, names, trust, units
+from compiler import engines, names, units
 from compiler.failover import FailoverPlan, Inputs
 from compiler.names import Names
 from compiler.spec import (
@@ -27,6 +27,7 @@ from compiler.spec import (
     Resources,
     ScheduleTrigger,
     StoreCredentials,
+    TrustFile,
     Verify,
 )
 
@@ -133,6 +134,26 @@ class StorePlan:
 
 
 @dataclass(frozen=True)
+class JobPlan:
+    """One sync tier's weight-sync Job (``compiler.plan.job``)."""
+
+    tier: TierPlan
+    name: str  # a CronJob's; a Job's, before the digest of its spec (render/weight_sync.py)
+    args: tuple[str, ...]  # of ``standbyc weights sync``
+
+
+@dataclass(frozen=True)
+class JobPod:
+    """What every weight-sync Job's pod shares (``compiler.plan.job``)."""
+
+    env: list[dict[str, Any]] = field(default_factory=list)  # the store's credentials
+    aws_secret: str | None = None  # a profile's Secret, mounted at plan.job.AWS_DIR
+    verify_volume: dict[str, Any] | None = None  # the trust material of a signed sync
+    account_annotations: dict[str, str] = field(default_factory=dict)  # the ServiceAccount's
+    annotations: dict[str, str] = field(default_factory=dict)  # the pod's
+
+
+@dataclass(frozen=True)
 class SyncPlan:
     """Weight sync: who pulls what, from where, into which claim, at which rate."""
 
@@ -155,15 +176,13 @@ class SyncPlan:
     # builders.REPORT_MARGIN_MS for its Job to start and push and Prometheus to scrape.
     report_bridge_ms: int
     verify: Verify | None = None  # what each generation must be signed with
+    jobs: tuple[JobPlan, ...] = ()  # one per sync tier, in its order
+    report_args: tuple[str, ...] = ()  # of ``standbyc weights report``; (): no CronJob
+    pod: JobPod = field(default_factory=JobPod)
 
     @property
     def scheduled(self) -> bool:
         return self.trigger.type == "schedule"
-
-    def target(self, tier: str, model_path: str) -> str:
-        """The checkpoint directory of one tier's standbys, on the claim: the standbys mount
-        ``<tier>`` at the parent of ``model_path``."""
-        return f"{self.mount}/{tier}/{PurePosixPath(model_path).name}"
 
 
 @dataclass(frozen=True)
@@ -325,7 +344,7 @@ class Plan:
             out.append(f"a store served at {sync.store.url} (standbyc weights publish output)")
         if sync.store.credentials is not None:
             out.append(self._store_credentials(sync.store.credentials))
-        out += [trust.requirement(self.namespace, sync.verify)] if sync.verify else []
+        out += [verify_requirement(self.namespace, sync.verify)] if sync.verify else []
         if sync.pushgateway:
             out.append(
                 f"a Pushgateway at {sync.pushgateway}, scraped by Prometheus with "
@@ -345,3 +364,34 @@ def reload_ingress_rule(labels: dict[str, str], ports: list[int]) -> dict[str, A
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+# weightSync.verify: weights sync's exit code for a refused signature. The Job fails at once
+# on it, since a retry would fetch and refuse the same generation again. The command defines
+# it (EXIT_REFUSED, compiler/commands/weights/exits.py, above this layer); a test holds the
+# two equal.
+REFUSED_EXIT = 8
+
+
+def _source(namespace: str, f: TrustFile) -> str:
+    if f.secret_name is not None:
+        return f"Secret {namespace}/{f.secret_name}"
+    return f"ConfigMap {namespace}/{f.config_map_name}"
+
+
+def verify_requirement(namespace: str, verify: Verify) -> str:
+    """The requires line: what the user provides, and what the publisher must do."""
+    f = verify.trust_file
+    what = {
+        "key": "the PEM public key of the publisher's signing key",
+        "certificate": "the PEM certificate chain (your root, and intermediates) that the "
+        f"signing certificate, issued to {getattr(verify, 'identity', '')}, chains to",
+        "sigstore": "a Sigstore trust configuration (ClientTrustConfig JSON) for "
+        f"{getattr(verify, 'identity', '')} from {getattr(verify, 'issuer', '')}",
+    }[verify.type]
+    return (
+        f"{_source(namespace, f)} with the key {f.key}: {what}; every generation signed "
+        "(standbyc weights publish --sign-key, or model.sig and standbyc-generation.json "
+        f"written by your pipeline), or the Jobs refuse it (exit {REFUSED_EXIT}, "
+        "StandbyWeightsRefused)"
+    )

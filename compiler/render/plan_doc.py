@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
-from compiler import chart, engines, trust, units
+from compiler import chart, engines, units
 from compiler.emitted import Emitted
 from compiler.plan import Plan
+from compiler.plan.model import verify_requirement
 from compiler.render import panels
 from compiler.render.base import Renderer
 
@@ -96,7 +97,7 @@ def _weights(plan: Plan) -> list[str]:
             "signed generations only: each weight-sync Job verifies the directory it staged "
             "(OpenSSF Model Signing, spec.weightSync.verify) before the swap, and refuses the "
             "rest (StandbyWeightsRefused); it needs "
-            f"{trust.requirement(plan.namespace, plan.sync.verify)}"
+            f"{verify_requirement(plan.namespace, plan.sync.verify)}"
         )
     return rows
 

@@ -14,7 +14,6 @@ from compiler import names
 from compiler.emitted import Emitted
 from compiler.plan import Plan
 from compiler.render.base import Renderer, filename
-from compiler.render.weight_sync import pod_annotations
 
 # One small Python process: what it needs, with room for a large state file.
 RESOURCES = {"cpu_request": "50m", "memory_request": "128Mi",
@@ -23,22 +22,9 @@ DEADLINE_S = 300  # pushing a few gauges; a Pushgateway that does not answer is 
 HISTORY_TTL_S = 3600
 
 
-def args(plan: Plan) -> list[str]:
-    sync = plan.sync
-    assert sync.pushgateway is not None
-    out = ["weights", "report", "--pushgateway", sync.pushgateway]
-    for tier in sync.tiers:
-        out += ["--tier", tier.name, sync.target(tier.name, plan.model_path)]
-        if tier.reload is not None:
-            out += ["--reload", tier.name, tier.reload.api]
-    for key, value in sync.report_labels.items():
-        out += ["--label", f"{key}={value}"]
-    return [*out, "--format", "json"]
-
-
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
     sync = plan.sync
-    if not sync.tiers or sync.report_schedule is None or sync.pushgateway is None:
+    if not sync.report_args:
         return []
     name = plan.names.weight_report
     job_spec = r.render_data(
@@ -48,11 +34,11 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
             "active_deadline_seconds": DEADLINE_S,
             "ttl_seconds": HISTORY_TTL_S,
             "pod_labels": {**plan.labels, names.REPORT_LABEL: plan.name},
-            "pod_annotations": pod_annotations(plan),
+            "pod_annotations": plan.sync.pod.annotations,
             "container": "weight-report",
             "service_account": plan.names.weight_sync_account,
             "image": sync.image,
-            "args": args(plan),
+            "args": list(sync.report_args),
             "resources": RESOURCES,
             "mount": sync.mount,
             "claim": sync.claim,

@@ -165,6 +165,10 @@ class KeyVerify(Model):
     type: Literal["key"]
     public_key: TrustFile = Field(description="the PEM public key (EC P-256, P-384, P-521)")
 
+    @property
+    def trust_file(self) -> TrustFile:  # each kind of verify: the file its Jobs mount
+        return self.public_key
+
 
 class CertificateVerify(Model):
     type: Literal["certificate"]
@@ -177,6 +181,10 @@ class CertificateVerify(Model):
         "(email, URI, DNS name), or its common name when it has none"
     )
 
+    @property
+    def trust_file(self) -> TrustFile:
+        return self.certificate_chain
+
 
 class SigstoreVerify(Model):
     type: Literal["sigstore"]
@@ -186,6 +194,10 @@ class SigstoreVerify(Model):
         description="a Sigstore ClientTrustConfig JSON (its trusted root): the Job "
         "verifies offline, without TUF"
     )
+
+    @property
+    def trust_file(self) -> TrustFile:
+        return self.trust_root
 
 
 Verify = Annotated[KeyVerify | CertificateVerify | SigstoreVerify, Field(discriminator="type")]
