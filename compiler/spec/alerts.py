@@ -1,10 +1,10 @@
 """The spec's alerts section: what every alert shares (the evaluation and scrape intervals,
 the runbooks, the PrometheusRule's labels) and the two shapes of an alert's own settings.
 
-Each alert module of ``compiler.alerts`` declares its settings (a ``RateAlert`` or a
-``DurationAlert`` with its defaults) next to its rule; the registry there adds one field per
-module to ``Alerts`` (``with_settings``), and reads a module's settings back with
-``settings``. This package sits below the alerts, so it never names one."""
+Each alert module of ``compiler.alerts`` declares its settings next to its rule, with its
+defaults (``duration_alert`` or ``rate_alert``); the registry there adds one field per module
+to ``Alerts`` (``with_settings``), and an alert reads its own back with ``settings``. This
+package sits below the alerts, so it never names one."""
 
 from __future__ import annotations
 
