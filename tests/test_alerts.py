@@ -4,6 +4,7 @@ setting in the spec has its module, so no alert is rendered unchecked or checked
 from __future__ import annotations
 
 import copy
+import pickle
 import re
 import shutil
 from pathlib import Path
@@ -15,9 +16,12 @@ from pydantic.alias_generators import to_camel
 from ruamel.yaml import YAML
 
 from compiler import alerts, names, units
+from compiler.admit import admit
 from compiler.gate import promtool
+from compiler.load import load_text
+from compiler.plan import build
 from compiler.spec import Alerts, DurationAlert, RateAlert, settings
-from tests.conftest import CASES, OUT
+from tests.conftest import CASES, OUT, REPO
 
 SHARED = {"evaluation_interval", "scrape_interval", "runbook_base_url", "rule_labels"}
 
@@ -230,3 +234,17 @@ def test_every_drift_from_the_spec_fails_a_generated_test(tests: Path, tmp_path:
 )
 def test_pod_label_keys_as_kube_state_metrics_names_them(key: str, name: str) -> None:
     assert names.ksm_label(key) == name
+
+
+def test_an_admitted_spec_and_its_plan_cross_processes() -> None:
+    """The compile's worker processes hand back their plans pickled: every class the alert
+    registry makes (the settings, the alerts section, the spec) is found where it says it
+    lives, and comes back as itself."""
+    text = (REPO / "specs" / "inference-engine.yaml").read_text()
+    admitted = admit(load_text(text, "inference-engine.yaml"))
+    plan = build(admitted.spec, "inference-engine.yaml")
+    back = pickle.loads(pickle.dumps(plan))
+    assert back == plan
+    assert type(back.alerts) is type(plan.alerts)
+    for module in alerts.ALERTS:
+        assert type(settings(back.alerts, module.SETTINGS)) is module.SETTINGS

@@ -29,7 +29,7 @@ from compiler.alerts import (
 from compiler.alerts.base import Alert, Context
 from compiler.load import Problem
 from compiler.plan import Plan
-from compiler.spec import RateAlert, StandbySpec, with_alerts, with_settings
+from compiler.spec import DurationAlert, RateAlert, with_alerts, with_settings
 
 ALERTS: tuple[ModuleType, ...] = (
     bandwidth_high,
@@ -62,10 +62,21 @@ def is_rate(module: ModuleType) -> bool:
     return issubclass(module.SETTINGS, RateAlert)
 
 
-# The spec as it is admitted: every alert's settings in its alerts section.
-STANDBY_SPEC: type[StandbySpec] = with_alerts(
-    with_settings({field(module): module.SETTINGS for module in ALERTS})
-)
+def _settings(module: ModuleType) -> type[DurationAlert | RateAlert]:
+    """The module's settings class, which it holds as SETTINGS, and now also as
+    ``<module>.<the class's name>``: the name pickle finds a class by, and the compile's worker
+    processes hand back plans that hold the settings, pickled."""
+    cls: type[DurationAlert | RateAlert] = module.SETTINGS
+    cls.__module__ = module.__name__
+    setattr(module, cls.__name__, cls)
+    return cls
+
+
+# The spec as it is admitted: every alert's settings in its alerts section. These classes
+# are made here at import, and held here by their names (for pickle, as above).
+Alerts = with_settings({field(module): _settings(module) for module in ALERTS}, __name__)
+Spec, StandbySpec = with_alerts(Alerts, __name__)
+STANDBY_SPEC = StandbySpec
 
 
 def build_all(plan: Plan) -> list[Alert]:

@@ -90,13 +90,14 @@ def rate_alert(
     )  # fmt: skip
 
 
-def with_settings(fields: Mapping[str, type[Settings]]) -> type[Alerts]:
+def with_settings(fields: Mapping[str, type[Settings]], module: str) -> type[Alerts]:
     """``Alerts`` with one field per alert: its field name -> its settings class, each field
-    defaulting to the class's own defaults (the spec writes it as ``to_camel(name)``)."""
+    defaulting to the class's own defaults (the spec writes it as ``to_camel(name)``). The
+    class says it lives in ``module``, which must hold it as ``Alerts``."""
     added: dict[str, Any] = {
         name: (cls, Field(default_factory=cls)) for name, cls in fields.items()
     }
-    return create_model("Alerts", __base__=Alerts, __module__=__name__, **added)
+    return create_model("Alerts", __base__=Alerts, __module__=module, **added)
 
 
 def settings(alerts: Alerts, cls: type[S]) -> S:

@@ -419,15 +419,17 @@ class StandbySpec(Model):
     spec: Spec = Field(default_factory=Spec)
 
 
-def with_alerts(alerts: type[Alerts]) -> type[StandbySpec]:
-    """``StandbySpec`` whose alerts section is ``alerts``: the model a spec is admitted by,
-    once the alert registry has added every alert's settings (``compiler.alerts``)."""
+def with_alerts(alerts: type[Alerts], module: str) -> tuple[type[Spec], type[StandbySpec]]:
+    """``Spec`` and ``StandbySpec`` whose alerts section is ``alerts``: the model a spec is
+    admitted by, once the alert registry has added every alert's settings
+    (``compiler.alerts``). The classes say they live in ``module``, which must hold them by
+    their names."""
     spec = create_model(
-        "Spec", __base__=Spec, __module__=__name__,
+        "Spec", __base__=Spec, __module__=module,
         alerts=(alerts, Field(default_factory=alerts)),
     )  # fmt: skip
-    return create_model(
-        "StandbySpec", __base__=StandbySpec, __module__=__name__, __doc__=StandbySpec.__doc__,
+    return spec, create_model(
+        "StandbySpec", __base__=StandbySpec, __module__=module, __doc__=StandbySpec.__doc__,
         spec=(spec, Field(default_factory=spec)),
     )  # fmt: skip
 
