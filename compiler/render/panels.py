@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from types import ModuleType
 
 from compiler import names, units
 from compiler.alerts import (
@@ -70,10 +69,10 @@ def uid(plan: Plan) -> str:
     return f"standbyc-{digest[: UID_LIMIT - len('standbyc-')]}"
 
 
-def _for(plan: Plan, alert: ModuleType) -> str:
-    """The ``for`` of an alert module's settings in the spec, as Prometheus writes it."""
-    cfg: DurationAlert | RateAlert = settings(plan.alerts, alert.SETTINGS)
-    return units.prom_duration(cfg.for_)
+def _for(plan: Plan, alert: type[DurationAlert | RateAlert]) -> str:
+    """The ``for`` of an alert's settings (its module's ``SETTINGS``), as Prometheus writes
+    it."""
+    return units.prom_duration(settings(plan.alerts, alert).for_)
 
 
 def _ctx(plan: Plan) -> Context:
@@ -181,7 +180,7 @@ def _ready(plan: Plan, ctx: Context, tier: str, replicas: int, width: int) -> Pa
     )
     watched = (
         f"The dashed line is HotTierBelowReplicas's threshold: it pages when fewer than "
-        f"{replicas} are ready for {_for(plan, hot_replicas_low)}."
+        f"{replicas} are ready for {_for(plan, hot_replicas_low.SETTINGS)}."
         if tier == "hot"
         else "No alert pages on it; StandbyTierLabelsMissing fires when no engine pod is "
         "exported with its labels (then this panel is empty too)."
@@ -228,7 +227,7 @@ def _generations(plan: Plan, ctx: Context, tier: str, reloads: bool) -> PanelDef
         targets.append(Target(_pushed(ctx, names.SERVED_METRIC, [tier]), "{{tier}}: served"))
         served = (
             " StandbyServingOldWeights pages when the generation served stays below the one "
-            f"on disk for {_for(plan, weights_not_served)}."
+            f"on disk for {_for(plan, weights_not_served.SETTINGS)}."
         )
     return PanelDef(
         f"{tier}: weights generation",
@@ -236,7 +235,7 @@ def _generations(plan: Plan, ctx: Context, tier: str, reloads: bool) -> PanelDef
         f"the one the {tier} weight-sync Job last reported on disk"
         + (", and the one every engine pod confirmed serving" if reloads else "")
         + f". StandbyWeightsBehind pages when the one on disk stays below the one wanted "
-        f"for {_for(plan, weights_behind)}.{served} "
+        f"for {_for(plan, weights_behind.SETTINGS)}.{served} "
         f"StandbyWeightsUnreported pages when nothing is reported.",
         "none",
         tuple(targets),
@@ -265,7 +264,10 @@ def sync_row(plan: Plan, ctx: Context) -> list[PanelDef]:
         return []
     tiers = [t.name for t in plan.sync.tiers]
     reloading = [t.name for t in plan.sync.tiers if t.reload is not None]
-    failed = f"WeightSyncJobFailed pages when a Job fails (for {_for(plan, weight_sync_failed)})."
+    failed = (
+        "WeightSyncJobFailed pages when a Job fails "
+        f"(for {_for(plan, weight_sync_failed.SETTINGS)})."
+    )
     width = 8 if reloading else 12
     panels = [
         PanelDef(
