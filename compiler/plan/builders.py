@@ -8,7 +8,6 @@ the standby tiers, and the failover those numbers give. The data types it fills 
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from fractions import Fraction
 
@@ -18,7 +17,6 @@ from compiler.names import Names
 from compiler.plan import job
 from compiler.plan.model import EnginePlan, Plan, ReloadPlan, StorePlan, SyncPlan, TierPlan
 from compiler.spec import DEFAULT_PRIORITY, StandbySpec, cron_longest_gap
-from compiler.weights import BUDGET_COPIES, BUDGET_SLACK
 
 # What failover.reload defaults to: a sequential read of the model from the page cache or a
 # local NVMe drive into the engine, about 2 GB/s (SGLang and vLLM re-read every weight, not
@@ -49,7 +47,7 @@ def job_deadline_s(spec: StandbySpec, reload: ReloadPlan | None, full_s: float) 
     written = spec.spec.weight_sync.active_deadline
     if written is not None:
         return max(1, written // 1000)
-    needed = BUDGET_COPIES * math.ceil(full_s) + BUDGET_SLACK + engines.REPORT_SECONDS
+    needed = job.downloads_budget(full_s) + engines.REPORT_SECONDS
     return max(engines.DEFAULT_JOB_SECONDS, needed + (reload.budget_s if reload else 0))
 
 

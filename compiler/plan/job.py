@@ -49,10 +49,17 @@ SECRET_KEYS = (("AWS_ACCESS_KEY_ID", False), ("AWS_SECRET_ACCESS_KEY", False),
                ("AWS_SESSION_TOKEN", True))  # fmt: skip
 
 
+def downloads_budget(full_s: float) -> int:
+    """Seconds a sync's downloads may take: two full copies at the tier's rate plus 5
+    minutes. The Job's deadline is sized from it (``builders.job_deadline_s``), and so is
+    its ``--deadline``."""
+    return BUDGET_COPIES * math.ceil(full_s) + BUDGET_SLACK
+
+
 def sync_budget(tier: TierPlan) -> int:
     """Seconds the weight-sync Job gives one sync's downloads and swap (--deadline): what
     its deadline leaves after the whole reload at worst and the report."""
-    budget = BUDGET_COPIES * math.ceil(tier.sync_seconds_full) + BUDGET_SLACK
+    budget = downloads_budget(tier.sync_seconds_full)
     kept = engines.REPORT_SECONDS + (tier.reload.budget_s if tier.reload else 0)
     return max(engines.MIN_SYNC_SECONDS, min(budget, tier.job_deadline_s - kept))
 
