@@ -200,9 +200,13 @@ def plan_numbers(tree: Path) -> dict[str, dict[str, Any]]:
                        check=True, env={**os.environ, "PYTHONPATH": str(tree)})  # fmt: skip
         for plan in sorted(Path(tmp).glob("*/*/PLAN.md")):
             text = plan.read_text()
-            total = re.search(r"\| \*\*total\*\* \| \*\*([^*]+)\*\*", text)
+            # PLAN.md as revisions before the failure modes wrote it, then as it is now.
+            total = re.search(r"\| \*\*total\*\* \| \*\*([^*]+)\*\*", text) or re.search(
+                r"serves again after ([\d.]+ (?:s|min))\)?\*\*", text
+            )
             serve = re.findall(r"^- (tier \w+), from published to every pod serving it: .*?= "
-                               r"([\d.]+ m?s)", text, re.MULTILINE)  # fmt: skip
+                               r"([\d.]+ m?s)", text, re.MULTILINE) or re.findall(
+                r"^\*\*(tier \w+): ([\d.]+ (?:m?s|min))\*\*", text, re.MULTILINE)  # fmt: skip
             out[plan.parent.name] = {"failover": total[1] if total else None,
                                      "time_to_serve": dict(serve)}  # fmt: skip
     return out

@@ -89,12 +89,32 @@ def _data_path(data: Any, loc: tuple[int | str, ...]) -> tuple[PathKey, bool]:
     return tuple(out), True
 
 
+# Fields the spec no longer takes, and why: each was read by the failover plan alone and
+# changed nothing in the cluster.
+REMOVED: dict[tuple[str, ...], str] = {
+    ("spec", "failover", "migrationParallelism"): "clients reconnect on their own, in "
+    "parallel, and nothing in the cluster read it; the plan times re-attachment from the "
+    "compiled connectionPool settings (keepalive, timeouts, reconnect backoff)",
+    ("spec", "connections", "migrationTime"): "clients reconnect on their own, in parallel, "
+    "and nothing in the cluster read it; the plan times re-attachment from the compiled "
+    "connectionPool settings (keepalive, timeouts, reconnect backoff)",
+    ("spec", "failover", "drain"): "a crashed, hung or lost pod drains nothing: its requests "
+    "in flight fail and clients retry them on the takeover tier (failover.retried)",
+    ("spec", "failover", "failureThreshold"): "it is your readinessProbe's: write it as "
+    "healthChecks.failureThreshold, beside healthChecks.interval",
+    ("spec", "failover", "warmup"): "write failover.engineStart, the engine's start alone: "
+    "the plan adds the model read from the claim at weightSync.claimReadRate",
+}
+
+
 def _message(error: Any, path: PathKey) -> str:
     kind = error["type"]
     msg: str = error["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    if kind == "extra_forbidden":
+    if kind == "extra_forbidden" and tuple(map(str, path)) in REMOVED:
+        msg = f"{path[-1]!r} is no longer read: {REMOVED[tuple(map(str, path))]}"
+    elif kind == "extra_forbidden":
         key = path[-1] if path else "?"
         model = _model_at(path[:-1])
         msg = f"unknown field {key!r}"

@@ -1,11 +1,8 @@
-"""The failover chart: bandwidth over one failover, stacked by traffic kind, on a time axis
-in proportion (a phase's width is its time), with the objective (failover.rto) marked and
-the link and each tier's per-pod egress limit drawn. Hand-written SVG with fixed number
-formatting, so the same plan gives the same bytes (it lives in out/).
-
-When every phase's traffic is a sliver of the link (a tier that is already current moves
-only health checks and handshakes), the bandwidth axis is scaled to the traffic and the
-limits above it are named instead of drawn: at the link's scale nothing would show."""
+"""The failover chart: what the takeover tier sends over one failover, per failure mode, on
+a time axis in proportion, with the tier's QoS caps and the objective (failover.rto) marked,
+and under it one lane per mode: when its traffic is not served, and when the takeover serves
+it. Hand-written SVG with fixed number formatting, so the same plan gives the same bytes (it
+lives in out/)."""
 
 from __future__ import annotations
 
@@ -13,17 +10,18 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
 from compiler import units
-from compiler.failover import CONNECTIONS, HEALTH, WEIGHTS, FailoverPlan, Phase
+from compiler.failover import FailoverPlan
 
 WIDTH, HEIGHT = 820, 420
-LEFT, RIGHT, TOP, BOTTOM = 70, 170, 56, 114
-COLORS = {HEALTH: "#4e79a7", CONNECTIONS: "#f28e2b", WEIGHTS: "#59a14f"}
-LIMIT_COLORS = {"hot": "#b07aa1", "warm": "#9c755f", "cold": "#bab0ac"}
+LEFT, RIGHT, TOP = 70, 170, 56
+PLOT_H = 200
+LANE_TOP = TOP + PLOT_H + 34
+LANE_H, LANE_GAP = 16, 8
+MODE_COLORS = {"crash": "#4e79a7", "hang": "#f28e2b", "nodeLoss": "#59a14f"}
+DOWN, UP = "#e15759", "#8cd17d"
+CAP, LINK = "#b07aa1", "#9c755f"
 MET, MISSED = "#2e7d32", "#e15759"
-ZOOM_BELOW = 0.05  # traffic under this share of the link is drawn on its own scale
-MIN_BAR = 1.5  # px: traffic that is there is drawn, however small
 CHAR = 6.2  # px per character of 11 px text, to keep labels apart
-LABEL_ROWS = 4
 
 
 def _f(x: float) -> str:
@@ -52,41 +50,27 @@ def _line(
 
 @dataclass(frozen=True)
 class _Scale:
-    """Seconds to x and bit/s to y over the plot area."""
-
-    span_s: float  # the time axis: the failover, or the objective when it is longer
-    top_bps: float  # the bandwidth axis
-    zoomed: bool  # the traffic's own scale, the link far above it
+    span_s: float
+    top_bps: float
 
     @property
     def width(self) -> float:
         return WIDTH - LEFT - RIGHT
 
-    @property
-    def height(self) -> float:
-        return HEIGHT - TOP - BOTTOM
-
     def x(self, seconds: float) -> float:
-        return LEFT + self.width * seconds / self.span_s
+        return LEFT + self.width * min(seconds, self.span_s) / self.span_s
 
     def y(self, bps: float) -> float:
-        return TOP + self.height * (1 - bps / self.top_bps)
+        return TOP + PLOT_H * (1 - bps / self.top_bps)
 
 
-def _stack(phase: Phase, health: float) -> list[tuple[str, float]]:
-    """What a phase sends, bottom up: the health checks, which run throughout, then its own."""
-    own = phase.peak_bps if phase.kind not in (None, HEALTH) else 0.0
-    return [(k, b) for k, b in ((HEALTH, health), (phase.kind, own)) if k is not None and b > 0]
-
-
-def _scale(plan: FailoverPlan, link_bps: float) -> _Scale:
-    health = next((p.peak_bps for p in plan.phases if p.kind == HEALTH), 0.0)
-    peak = max([0.0, *(sum(b for _, b in _stack(p, health)) for p in plan.phases)])
+def _scale(plan: FailoverPlan) -> _Scale:
+    times = [m.serving for m in plan.modes if m.serving is not None]
     rto = (plan.rto_ms or 0) / 1000
-    span = max(plan.seconds, rto) or 1.0
-    if 0 < peak < ZOOM_BELOW * link_bps:
-        return _Scale(span, peak * 1.3, True)
-    return _Scale(span, max(link_bps, peak) * 1.08, False)
+    span = max([10.0, rto * 1.15, *(t * 1.3 for t in times)])
+    e = plan.egress
+    top = max(e.burst_total, e.cap * e.replicas, 1.0) * 1.15
+    return _Scale(span, top)
 
 
 def _y_axis(s: _Scale) -> list[str]:
@@ -100,35 +84,55 @@ def _y_axis(s: _Scale) -> list[str]:
     return out
 
 
-def _bars(s: _Scale, plan: FailoverPlan) -> list[str]:
-    health = next((p.peak_bps for p in plan.phases if p.kind == HEALTH), 0.0)
+def _traffic(s: _Scale, plan: FailoverPlan) -> list[str]:
+    """Each mode's takeover traffic: nothing until it is served again, then the failed
+    pods' traffic held to the caps; a tick marks the retried answers on top at first."""
+    e = plan.egress
+    steady = min(e.per_pod, e.cap) * e.replicas
+    burst = min(e.burst_per_pod, e.cap) * e.replicas
     out = []
-    start = 0.0
-    for phase in plan.phases:
-        x, w = s.x(start), s.x(start + phase.seconds) - s.x(start)
-        base_y, level = s.y(0), 0.0
-        for kind, bps in _stack(phase, health):
-            h = max(s.y(level) - s.y(level + bps), MIN_BAR)
-            out.append(_rect(x, base_y - h, max(w, MIN_BAR * 2), h, COLORS[kind]))
-            base_y, level = base_y - h, level + bps
-        if start > 0:
-            out.append(_line(x, TOP, x, TOP + s.height, "#999999", dash="2,3"))
-        if phase.peak_bps > 0:  # beside a phase too short to hold its number
-            peak = units.human_bits(phase.peak_bps)
-            wide = w >= CHAR * (len(peak) + 2)
-            at = x + w / 2 if wide else x + max(w, MIN_BAR * 2) + 3
-            anchor = "middle" if wide else "start"
-            out.append(_text(at, base_y - 5, peak, text_anchor=anchor, font_size="11"))
-        start += phase.seconds
+    for n, m in enumerate(plan.modes):
+        color = MODE_COLORS[m.mode]
+        if m.serving is None:
+            continue
+        x0, x1 = s.x(m.serving), s.x(s.span_s)
+        lift = n * 2.0  # modes that coincide stay visible
+        out.append(
+            f'<polyline points="{_f(LEFT)},{_f(s.y(0) - lift)} {_f(x0)},{_f(s.y(0) - lift)} '
+            f'{_f(x0)},{_f(s.y(steady) - lift)} {_f(x1)},{_f(s.y(steady) - lift)}" fill="none" '
+            f'stroke="{color}" stroke-width="2"/>'
+        )
+        if burst > steady:
+            out.append(_line(x0, s.y(steady), x0, s.y(burst), color, dash="2,2", width="2"))
+    if burst > steady:
+        out.append(_text(LEFT + 4, s.y(burst) - 4,
+                         f"at first, with the retried answers: {units.human_bits(burst)}",
+                         fill="#555555", font_size="11"))  # fmt: skip
     return out
 
 
-def _time_axis(s: _Scale, plan: FailoverPlan) -> list[str]:
-    """Seconds along the bottom, then each phase named under where it runs, on as many rows
-    as keep the names apart (a phase of a few milliseconds still gets its name)."""
-    base = TOP + s.height
-    out = [_line(LEFT, base, LEFT + s.width, base, "#333333")]
-    minutes = s.span_s >= 600  # one unit along the whole axis
+def _limits(s: _Scale, plan: FailoverPlan, link_bps: float) -> list[str]:
+    e = plan.egress
+    limits = [(f"{e.tier} caps {e.replicas} x {units.human_bits(e.cap)}", e.cap * e.replicas,
+               CAP), ("link", link_bps, LINK)]  # fmt: skip
+    out, label_y = [], 0.0
+    for label, bps, color in sorted(limits, key=lambda item: -item[1]):
+        text = f"{label}: {units.human_bits(bps)}" if label == "link" else label
+        if bps > s.top_bps:
+            label_y = TOP + 4 if not label_y else label_y + 13
+            out.append(_text(LEFT + s.width + 6, label_y, f"above: {text}", fill=color))
+            continue
+        out.append(_line(LEFT, s.y(bps), LEFT + s.width, s.y(bps), color, dash="6,4"))
+        label_y = max(s.y(bps) + 4, label_y + 13)
+        out.append(_text(LEFT + s.width + 6, label_y, text, fill=color))
+    return out
+
+
+def _time_axis(s: _Scale) -> list[str]:
+    base = TOP + PLOT_H
+    out = [_line(LEFT, base, LEFT + s.width, base, "#333333"),
+           _line(LEFT, TOP, LEFT, base, "#333333")]  # fmt: skip
+    minutes = s.span_s >= 600
     step = _nice_step(s.span_s / (60 if minutes else 1) / 6) * (60 if minutes else 1)
     tick = 0.0
     while tick <= s.span_s + 1e-9:
@@ -136,89 +140,61 @@ def _time_axis(s: _Scale, plan: FailoverPlan) -> list[str]:
         out.append(_line(s.x(tick), base, s.x(tick), base + 4, "#333333"))
         out.append(_text(s.x(tick), base + 15, label, text_anchor="middle"))
         tick += step
-    ends = [float("-inf")] * LABEL_ROWS
-    start = 0.0
-    for phase in plan.phases:
-        label = f"{phase.name} {units.human_seconds(phase.seconds)}"
-        half = len(label) * CHAR / 2
-        mid = min(max(s.x(start + phase.seconds / 2), LEFT + half), LEFT + s.width - half)
-        row = next((r for r, end in enumerate(ends) if end < mid - half), LABEL_ROWS - 1)
-        ends[row] = mid + half + CHAR
-        y = base + 32 + 13 * row
-        out.append(_line(s.x(start + phase.seconds / 2), base, mid, y - 10, "#bbbbbb"))
-        out.append(_text(mid, y, label, text_anchor="middle", font_size="11"))
-        start += phase.seconds
-    out.append(_line(LEFT, TOP, LEFT, base, "#333333"))
     return out
 
 
-def _limits(s: _Scale, link_bps: float, tier_egress: dict[str, int]) -> list[str]:
-    limits = [("link", float(link_bps), "#e15759")] + [
-        (f"{t} pod limit", float(bps), LIMIT_COLORS.get(t, "#888888"))
-        for t, bps in sorted(tier_egress.items(), key=lambda kv: -kv[1])
-    ]
+def _lanes(s: _Scale, plan: FailoverPlan) -> list[str]:
     out = []
-    label_y = 0.0
-    above = [f"{label} {units.human_bits(bps)}" for label, bps, _ in limits if bps > s.top_bps]
-    if above:  # at the traffic's scale, the limits would be far above the plot
-        out.append(_text(LEFT + s.width + 6, TOP + 4, "above this scale:", fill="#555555"))
-        label_y = TOP + 4
-        for line in above:
-            label_y += 13
-            out.append(_text(LEFT + s.width + 6, label_y, line, fill="#555555"))
-    for label, bps, color in limits:  # from the top down; labels kept 13 px apart
-        if bps > s.top_bps:
-            continue
-        out.append(_line(LEFT, s.y(bps), LEFT + s.width, s.y(bps), color, dash="6,4"))
-        label_y = max(s.y(bps) + 4, label_y + 13)
-        out.append(
-            _text(LEFT + s.width + 6, label_y, f"{label} {units.human_bits(bps)}", fill=color)
-        )
+    for n, m in enumerate(plan.modes):
+        y = LANE_TOP + n * (LANE_H + LANE_GAP)
+        served = s.span_s if m.serving is None else m.serving
+        out.append(_rect(LEFT, y, max(s.x(served) - LEFT, 1.5), LANE_H, DOWN))
+        if m.serving is not None and m.serving < s.span_s:
+            out.append(_rect(s.x(served), y, LEFT + s.width - s.x(served), LANE_H, UP))
+        when = "never by itself" if m.serving is None else units.human_seconds(m.serving)
+        out.append(_text(LEFT + s.width + 6, y + 12, f"{m.title}: {when}",
+                         fill=MODE_COLORS[m.mode]))  # fmt: skip
+    y = LANE_TOP + len(plan.modes) * (LANE_H + LANE_GAP) + 24
+    out.append(_rect(LEFT, y, 12, 12, DOWN))
+    out.append(_text(LEFT + 16, y + 10, "its traffic not served"))
+    out.append(_rect(LEFT + 180, y, 12, 12, UP))
+    out.append(_text(LEFT + 196, y + 10, "served by the takeover tier"))
     return out
 
 
 def _objective(s: _Scale, plan: FailoverPlan) -> list[str]:
+    """The objective's line through the plot and the lanes, named under them."""
     if plan.rto_ms is None:
         return []
     x = s.x(plan.rto_ms / 1000)
     color = MET if plan.met else MISSED
     label = f"failover.rto {units.prom_duration(plan.rto_ms)}"
+    bottom = LANE_TOP + len(plan.modes) * (LANE_H + LANE_GAP)
     anchor = "end" if x + len(label) * CHAR > LEFT + s.width + RIGHT - 4 else "start"
     return [
-        _line(x, TOP - 6, x, TOP + s.height, color, dash="5,3", width="2"),
-        _text(x + (-4 if anchor == "end" else 4), TOP - 8, label, fill=color, text_anchor=anchor),
-    ]
+        _line(x, TOP, x, bottom + 4, color, dash="5,3", width="2"),
+        _text(x + (-4 if anchor == "end" else 4), bottom + 16, label, fill=color,
+              text_anchor=anchor),
+    ]  # fmt: skip
 
 
-def render(plan: FailoverPlan, *, title: str, link_bps: float, tier_egress: dict[str, int]) -> str:
-    s = _scale(plan, link_bps)
-    verdict = plan.verdict() + (" (bandwidth axis scaled to the traffic)" if s.zoomed else "")
+def render(plan: FailoverPlan, *, title: str, link_bps: float) -> str:
+    s = _scale(plan)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
         _text(LEFT, 22, title, font_size="15", font_weight="bold"),
-        _text(LEFT, 40, verdict, fill="#333333"),
+        _text(LEFT, 40, plan.verdict(), fill="#333333", font_size="11"),
         *_y_axis(s),
-        *_bars(s, plan),
-        *_time_axis(s, plan),
-        *_limits(s, link_bps, tier_egress),
+        *_limits(s, plan, link_bps),
+        *_traffic(s, plan),
+        *_time_axis(s),
+        *_lanes(s, plan),
         *_objective(s, plan),
-        *_legend(),
         "</svg>",
     ]
     return "\n".join(out) + "\n"
-
-
-def _legend() -> list[str]:
-    out = []
-    legend_y = HEIGHT - 14
-    lx = float(LEFT)
-    for kind, color in COLORS.items():
-        out.append(_rect(lx, legend_y - 10, 12, 12, color))
-        out.append(_text(lx + 16, legend_y, kind))
-        lx += 40 + 7 * len(kind)
-    return out
 
 
 def _nice_step(raw: float) -> float:

@@ -15,7 +15,7 @@ import yaml
 
 from compiler.api import compile_tree
 from compiler.render import grafana, panels
-from tests.conftest import golden_trees, run_cli
+from tests.conftest import REPO, golden_trees, run_cli
 from tests.grafana_schema import problems
 
 HEAD = "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: e, namespace: n}\n"
@@ -155,3 +155,30 @@ def test_the_uid_fits_grafanas_forty_characters() -> None:
 
     uid = panels.uid(Plan())  # type: ignore[arg-type]
     assert len(uid) <= 40 and re.fullmatch(r"[a-zA-Z0-9_-]+", uid)
+
+
+@pytest.mark.parametrize("tree", ["inference-system/inference-engine", "llm-serving/llm-grpc"])
+def test_the_failover_lines_are_the_plans_takeover(tree: str, tmp_path: Path) -> None:
+    """The Failover row draws what PLAN.md says the takeover sends (the failed pods'
+    serving traffic on the takeover tier), not a weight sync; the takeover tier's own egress
+    panel draws it per pod."""
+    namespace, name = tree.split("/")
+    spec = next(s for s in (REPO / "specs").glob("*.yaml") if f"name: {name}" in s.read_text())
+    result = compile_tree([spec], tmp_path / "out", validate=False, write=False)
+    plan = result.specs[0].plan
+    e = plan.failover.egress
+    board = _board(yaml.safe_load(result.files[f"{tree}/configmap-{name}-dashboard.yaml"]))
+    by_title = {p["title"]: p for p in board["panels"] if "targets" in p}
+    failover = by_title["Failover: egress of every standby tier"]
+    lines = {t["legendFormat"]: t["expr"] for t in failover["targets"]}
+    expected = min(e.per_pod, e.cap) * e.replicas
+    (line,) = [expr for legend, expr in lines.items() if legend.startswith("PLAN.md takeover")]
+    assert float(line.removeprefix("vector(").removesuffix(")")) == pytest.approx(expected)
+    assert "weight sync is not a failover's traffic" in failover["description"]
+    own = by_title[f"{e.tier}: egress per pod and in total"]
+    per_pod = [t["expr"] for t in own["targets"]
+               if t["legendFormat"].startswith("PLAN.md takeover per pod")]  # fmt: skip
+    assert [float(x.removeprefix("vector(").removesuffix(")")) for x in per_pod] == [
+        pytest.approx(min(e.per_pod, e.cap))
+    ]
+    assert namespace == plan.namespace

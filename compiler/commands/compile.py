@@ -8,9 +8,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from compiler import units
 from compiler.commands._common import add_apiserver_option, add_compile_options
 from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, UsageError
+from compiler.plan.model import derived_lines
 
 if TYPE_CHECKING:
     from compiler.api import Result
@@ -71,22 +71,8 @@ def spec_summary(one: CompiledSpec) -> dict[str, Any]:
 def _spec_lines(s: dict[str, Any], plan_doc: str | None) -> list[str]:
     d = s["derived"]
     objects = ", ".join(f"{n} {k}" for k, n in s["objects"].items())
-    fc, dl, hc = d["fullCopy"], d["delta"], d["healthChecks"]
-    lines = [
-        f"  {s['directory']}  <- {s['source']}",
-        f"    objects: {objects}",
-        f"    full copy: {fc['formula']} = {fc['gigabits']} Gbit -> "
-        f"{units.human_seconds(fc['seconds'])} at line rate",
-        f"    delta: {dl['formula']} = {units.human_bytes(dl['bytes'])} -> "
-        f"{units.human_seconds(dl['seconds'])}",
-        f"    health checks: {hc['formula']} = {hc['probesPerSecond']:g} probes/s, "
-        f"{units.human_bytes(hc['bytesPerSecond'])}/s",
-    ]
-    lines += [
-        f"    tier {tier}: {t['replicas']} x egress {t['egress']}bit/s, priority "
-        f"{t['priority']}, weight sync {units.human_bits(t['syncRateBitsPerSecond'])}"
-        for tier, t in d["tiers"].items()
-    ]
+    lines = [f"  {s['directory']}  <- {s['source']}", f"    objects: {objects}"]
+    lines += [f"    {line}" for line in derived_lines(d)]
     where = f" (see {plan_doc})" if plan_doc else ""
     lines.append(f"    failover: {s['failover']['verdict']}{where}")
     lines += [f"    requires: {r}" for r in d["requires"]]

@@ -6,12 +6,10 @@ in ``compiler.plan.model``; ``compiler.plan.builders`` fills them from an admitt
 """
 
 from compiler.plan.builders import DEFAULT_BRIDGE_MS as DEFAULT_BRIDGE_MS
-from compiler.plan.builders import RELOAD_BYTES_PER_SECOND as RELOAD_BYTES_PER_SECOND
 from compiler.plan.builders import REPORT_MARGIN_MS as REPORT_MARGIN_MS
 from compiler.plan.builders import STORE_PORT as STORE_PORT
 from compiler.plan.builders import build as build
 from compiler.plan.builders import job_deadline_s as job_deadline_s
-from compiler.plan.builders import reload_ms as reload_ms
 from compiler.plan.builders import report_bridge_ms as report_bridge_ms
 from compiler.plan.model import NAMESPACE_SENTINEL as NAMESPACE_SENTINEL
 from compiler.plan.model import EnginePlan as EnginePlan

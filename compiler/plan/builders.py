@@ -12,27 +12,17 @@ from dataclasses import replace
 from fractions import Fraction
 
 from compiler import engines, names, units
-from compiler.failover import Inputs, analyse
+from compiler.failover import analyse
 from compiler.names import Names
-from compiler.plan import job
+from compiler.plan import failover_inputs, job
 from compiler.plan.model import EnginePlan, Plan, ReloadPlan, StorePlan, SyncPlan, TierPlan
 from compiler.spec import DEFAULT_PRIORITY, StandbySpec, cron_longest_gap
-
-# What failover.reload defaults to: a sequential read of the model from the page cache or a
-# local NVMe drive into the engine, about 2 GB/s (SGLang and vLLM re-read every weight, not
-# the delta), and never more than failover.warmup: a reload is a warm-up without the start.
-# The weight-sync Job measures the real time (reload.seconds in its output).
-RELOAD_BYTES_PER_SECOND = 2 * 10**9
 
 STORE_PORT = 8080  # the store server's port (nginx-unprivileged listens there)
 
 REPORT_MARGIN_MS = 5 * 60_000
 # Without a schedule standbyc can read (or without the CronJob): a Pushgateway rollout.
 DEFAULT_BRIDGE_MS = 15 * 60_000
-
-
-def reload_ms(model_bytes: int, warmup_ms: int) -> int:
-    return max(1, min(warmup_ms, model_bytes * 1000 // RELOAD_BYTES_PER_SECOND))
 
 
 def report_bridge_ms(schedule: str | None) -> int:
@@ -147,45 +137,6 @@ def _sync(spec: StandbySpec, tiers: tuple[TierPlan, ...], n: Names) -> SyncPlan:
     )  # fmt: skip
 
 
-def _failover_inputs(
-    spec: StandbySpec, tiers: tuple[TierPlan, ...], sync: SyncPlan, probes: Fraction
-) -> Inputs:
-    s = spec.spec
-    fo = s.failover
-    takeover = next(t for t in tiers if t.name == fo.takeover)  # admit.py made sure
-    return Inputs(
-        link_bps=s.network.link,
-        model_bytes=s.model.size,
-        expected_delta=float(s.weight_sync.expected_delta),
-        takeover=takeover.name,
-        takeover_replicas=takeover.replicas,
-        takeover_egress_bps=takeover.egress_bps,
-        takeover_sync_bps=takeover.sync_rate_bps,
-        tier_egress_bps={t.name: t.egress_bps for t in tiers},
-        sync_tiers={t.name: t.replicas for t in sync.tiers},
-        sync_rates_bps={t.name: t.sync_rate_bps for t in sync.tiers},
-        weights=fo.weights,
-        failed_replicas=fo.failed_replicas,
-        failure_threshold=fo.failure_threshold,
-        health_interval_ms=s.health_checks.interval,
-        health_bytes_per_second=float(probes * s.health_checks.payload),
-        connections=s.connections.expected,
-        migration_ms=s.connections.migration_time,
-        migration_parallelism=fo.migration_parallelism,
-        handshake_bytes=fo.handshake,
-        drain_ms=fo.drain,
-        warmup_ms=fo.warmup,
-        takeover_reloads=takeover.reload is not None,
-        # The waves that bring as many takeover pods as failed to the new generation.
-        reload_waves=engines.waves(fo.failed_replicas, takeover.reload.max_unavailable)
-        if takeover.reload is not None
-        else 0,
-        reload_ms=fo.reload if fo.reload is not None else reload_ms(s.model.size, fo.warmup),
-        store_egress_bps=fo.store_egress or s.network.link,
-        rto_ms=fo.rto,
-    )
-
-
 def _labels(spec: StandbySpec) -> dict[str, str]:
     """The labels on every emitted object."""
     return {
@@ -205,11 +156,12 @@ def build(spec: StandbySpec, source: str) -> Plan:
     sync = _sync(spec, all_tiers, object_names)
     standbys = sum(t.replicas for t in sync.tiers)
     full_bytes = s.model.size * standbys
-    delta_bytes = int(full_bytes * s.weight_sync.expected_delta)
+    # One delta per sync tier: the tier's standbys share one model directory on the claim.
+    delta_bytes = int(s.model.size * s.weight_sync.expected_delta) * len(sync.tiers)
     hc = s.health_checks
     # Every prober asks every engine pod once an interval.
     probes = Fraction(hc.probers * sum(t.replicas for t in all_tiers) * 1000, hc.interval)
-    failover_inputs = _failover_inputs(spec, all_tiers, sync, probes)
+    inputs = failover_inputs.inputs(spec, all_tiers, sync)
     return Plan(
         name=spec.metadata.name,
         namespace=spec.metadata.namespace,
@@ -222,6 +174,7 @@ def build(spec: StandbySpec, source: str) -> Plan:
         qos_outputs=frozenset(s.qos.outputs),
         pool=s.connection_pool,
         expected_connections=s.connections.expected,
+        read_timeout_ms=s.connections.read_timeout,
         model_name=s.model.name,
         model_path=s.model.path,
         model_size=s.model.size,
@@ -240,9 +193,7 @@ def build(spec: StandbySpec, source: str) -> Plan:
         health_interval_ms=hc.interval,
         health_probes_per_second=probes,
         health_bytes_per_second=probes * hc.payload,
-        migration_time_ms=s.connections.migration_time,
-        migration_seconds=s.connections.expected * s.connections.migration_time / 1000,
-        failover=analyse(failover_inputs),
-        failover_inputs=failover_inputs,
+        failover=analyse(inputs),
+        failover_inputs=inputs,
         failover_strict=s.failover.strict,
     )

@@ -198,6 +198,7 @@ class Plan:
     qos_outputs: frozenset[str]
     pool: ConnectionPool
     expected_connections: int
+    read_timeout_ms: int  # connections.readTimeout: ingress-nginx's proxy-read-timeout
     model_name: str
     model_path: str  # where the engine reads the checkpoint
     model_size: int
@@ -217,8 +218,6 @@ class Plan:
     health_interval_ms: int
     health_probes_per_second: Fraction
     health_bytes_per_second: Fraction
-    migration_time_ms: int
-    migration_seconds: float  # serial connection migration estimate
     failover: FailoverPlan
     failover_inputs: Inputs
     failover_strict: bool
@@ -238,23 +237,20 @@ class Plan:
                 f"standbys / {units.human_bits(self.link_bps)}",
                 "bytes": self.full_copy_bytes,
                 "gigabits": round(self.full_copy_bytes * 8 / 1e9, 2),
-                "seconds": round(self.full_copy_seconds, 3),
+                "seconds": round(self.full_copy_seconds, 6),
             },
             "delta": {
-                "formula": f"full copy x expected delta {float(self.sync.expected_delta):.1%}",
+                "formula": f"{units.human_bytes(self.model_size)} x expected delta "
+                f"{float(self.sync.expected_delta):.1%} x {len(self.sync.tiers)} sync tier(s), "
+                "one delta a tier",
                 "bytes": self.delta_bytes,
-                "seconds": round(self.delta_seconds, 3),
+                "seconds": round(self.delta_seconds, 6),
             },
             "healthChecks": {
                 "formula": f"{_plural(self.health_probers, 'prober')} x "
                 f"{_plural(targets, 'target')} / {units.prom_duration(self.health_interval_ms)}",
                 "probesPerSecond": float(self.health_probes_per_second),
                 "bytesPerSecond": float(self.health_bytes_per_second),
-            },
-            "connectionMigration": {
-                "formula": f"{self.expected_connections} connections x "
-                f"{units.prom_duration(self.migration_time_ms)} (serial)",
-                "seconds": round(self.migration_seconds, 3),
             },
             "tiers": {
                 t.name: {
@@ -352,6 +348,25 @@ class Plan:
             )
         out.append(f"the image {sync.image} (standbyc; see Dockerfile)")
         return out
+
+
+def derived_lines(summary: dict[str, Any]) -> list[str]:
+    """The derived numbers of ``Plan.summary()`` with their formulas, one line each: what
+    compile prints under each spec and PLAN.md lists last."""
+    fc, dl, hc = summary["fullCopy"], summary["delta"], summary["healthChecks"]
+    lines = [
+        f"full copy: {fc['formula']} = {fc['gigabits']} Gbit -> "
+        f"{units.human_seconds(fc['seconds'])} at line rate",
+        f"delta: {dl['formula']} = {units.human_bytes(dl['bytes'])} -> "
+        f"{units.human_seconds(dl['seconds'])} at line rate",
+        f"health checks: {hc['formula']} = {hc['probesPerSecond']:g} probes/s, "
+        f"{units.human_bytes(hc['bytesPerSecond'])}/s",
+    ]
+    return lines + [
+        f"tier {name}: {t['replicas']} x egress {t['egress']}bit/s, priority {t['priority']}, "
+        f"weight sync {units.human_bits(t['syncRateBitsPerSecond'])}"
+        for name, t in summary["tiers"].items()
+    ]
 
 
 def reload_ingress_rule(labels: dict[str, str], ports: list[int]) -> dict[str, Any]:

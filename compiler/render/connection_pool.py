@@ -39,6 +39,9 @@ def channel_args(plan: Plan) -> tuple[dict[str, int], dict[str, int]]:
         # 0 = no cap on pings without data; idle pooled channels stay probed.
         "grpc.http2.max_pings_without_data": 0,
     }
+    if g.reconnect_backoff is not None:  # unset: gRPC's own (1 s, x1.6, up to 120 s)
+        client["grpc.initial_reconnect_backoff_ms"] = g.reconnect_backoff.initial
+        client["grpc.max_reconnect_backoff_ms"] = g.reconnect_backoff.max
     server = {
         "grpc.max_concurrent_streams": pool.upstream.max_concurrent_streams,
         "grpc.max_connection_age_ms": g.max_connection_age,
@@ -77,6 +80,9 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
     ingress_nginx = {
         "upstream-keepalive-connections": str(pool.upstream.keepalive),
         "upstream-keepalive-requests": str(pool.upstream.keepalive_requests),
+        # How long ingress-nginx waits on a silent upstream (a lost node, a hung engine)
+        # before it gives up on it: the plan's bound for HTTP clients. In seconds.
+        "proxy-read-timeout": str(max(1, plan.read_timeout_ms // 1000)),
     }
     pool_name = plan.names.connection_pool
     pool_obj = r.render(

@@ -27,7 +27,6 @@ from compiler.alerts import (
     weights_not_served,
 )
 from compiler.alerts.base import Context, indent, selector
-from compiler.failover import Phase
 from compiler.plan import Plan
 from compiler.spec import DurationAlert, RateAlert, settings
 
@@ -89,54 +88,61 @@ def _bits(value: float) -> str:
     return units.human_bits(value)
 
 
-def expected_peak(plan: Plan) -> Phase:
-    """The phase of one failover with the highest bandwidth (PLAN.md's peak)."""
-    return max(plan.failover.phases, key=lambda p: p.peak_bps)
-
-
 def failover_panels(plan: Plan, ctx: Context) -> list[PanelDef]:
     spike = settings(plan.alerts, failover_spike.SETTINGS)
     f = plan.failover
-    peak = expected_peak(plan)
+    e = f.egress
+    expected = min(e.per_pod, e.cap) * e.replicas
     total = rate.egress_bits(ctx, spike.window, ctx.standby_tiers, per_pod=False)
     tiers = "/".join(ctx.standby_tiers)
-    # Sampled at the scrape interval over twice the planned failover (10 minutes at least).
+    # The takeover carries the traffic until the failed pod's replacement serves: the
+    # crash's, the shortest of the modes that end by themselves.
+    ends = [m.replaced for m in f.modes if m.replaced is not None]
+    carried = min(ends) if ends else None
+    # Sampled at the scrape interval over twice that (10 minutes at least).
     step_ms = plan.alerts.scrape_interval
-    lookback = units.prom_duration(max(600, math.ceil(2 * f.seconds / 60) * 60) * 1000)
+    lookback = units.prom_duration(max(600, math.ceil(2 * (carried or 0) / 60) * 60) * 1000)
     step = units.prom_duration(step_ms)
     for_s = spike.for_ / 1000
     above = (
         f"sum_over_time((\n{total}\n  > bool {units.float_literal(spike.threshold)}\n)"
         f"[{lookback}:{step}]) * {units.float_literal(step_ms / 1000)}"
     )
+    duration = [] if carried is None else [
+        _line(round(carried, 3), f"PLAN.md takeover: {units.human_seconds(carried)}")
+    ]  # fmt: skip
     return [
         PanelDef(
-            "Failover spike: egress of every standby tier",
+            "Failover: egress of every standby tier",
             f"What the {tiers} tiers of {plan.name} send together, in bit/s over "
             f"{units.prom_duration(spike.window)} (the alert's window). The dotted line is "
-            f"PLAN.md's expected peak of one failover: {_bits(peak.peak_bps)} ({peak.name}). "
+            f"PLAN.md's takeover: the failed pods' serving traffic on the {e.tier} tier, "
+            f"{_bits(expected)} ({_bits(e.per_pod)} a pod). "
             f"The dashed line is FailoverBandwidthSpike's threshold: it pages when this "
-            f"stays above {_bits(spike.threshold)} for {units.prom_duration(spike.for_)}.",
+            f"stays above {_bits(spike.threshold)} for {units.prom_duration(spike.for_)}. "
+            "The weight sync is not a failover's traffic: its row below draws it.",
             "bps",
             (
                 Target(total, "{{namespace}}: all standby tiers"),
-                _line(peak.peak_bps, f"PLAN.md expected peak: {_bits(peak.peak_bps)}"),
+                _line(expected, f"PLAN.md takeover: {_bits(expected)}"),
             ),
             16,
             threshold=spike.threshold,
         ),
         PanelDef(
-            "Failover spike: how long it lasts",
+            "Failover: how long the spike lasts",
             f"Seconds of the last {lookback} that the standby "
             f"tiers sent more than FailoverBandwidthSpike's threshold "
-            f"({_bits(spike.threshold)}). The dotted line is how long PLAN.md says one "
-            f"failover takes ({units.human_seconds(f.seconds)}). The dashed line is "
-            f"FailoverBandwidthSpike's for: past it, the alert pages.",
+            f"({_bits(spike.threshold)}). "
+            + (
+                ""
+                if carried is None
+                else f"The dotted line is how long PLAN.md says the takeover carries a crashed "
+                f"pod's traffic, until its replacement serves ({units.human_seconds(carried)}). "
+            )
+            + "The dashed line is FailoverBandwidthSpike's for: past it, the alert pages.",
             "s",
-            (
-                Target(above, "{{namespace}}: seconds above the threshold"),
-                _line(round(f.seconds, 3), f"PLAN.md failover: {units.human_seconds(f.seconds)}"),
-            ),
+            (Target(above, "{{namespace}}: seconds above the threshold"), *duration),
             8,
             threshold=for_s,
         ),
@@ -145,6 +151,18 @@ def failover_panels(plan: Plan, ctx: Context) -> list[PanelDef]:
 
 def _egress(plan: Plan, ctx: Context, tier: str, egress_bps: int) -> PanelDef:
     high = settings(plan.alerts, bandwidth_high.SETTINGS)
+    e = plan.failover.egress
+    takeover = (
+        (_line(min(e.per_pod, e.cap), f"PLAN.md takeover per pod: {_bits(min(e.per_pod, e.cap))}"),)
+        if tier == e.tier
+        else ()
+    )
+    said = (
+        f" and what PLAN.md expects each pod to send when it takes over "
+        f"({_bits(min(e.per_pod, e.cap))})"
+        if takeover
+        else ""
+    )
     per_pod = rate.egress_bits(ctx, high.window, [tier], per_pod=True)
     total = rate.egress_bits(ctx, high.window, [tier], per_pod=False)
     return PanelDef(
@@ -152,7 +170,7 @@ def _egress(plan: Plan, ctx: Context, tier: str, egress_bps: int) -> PanelDef:
         f"What each {tier} pod sends, and the tier in total, in bit/s over "
         f"{units.prom_duration(high.window)} (the alert's window). The dotted lines are the "
         f"QoS cap per pod ({_bits(egress_bps)}, tiers.{tier}.egress) and the link "
-        f"({_bits(plan.link_bps)}, network.link). The dashed line is "
+        f"({_bits(plan.link_bps)}, network.link){said}. The dashed line is "
         f"InferenceBandwidthHigh's threshold: it pages for a pod above "
         f"{_bits(high.threshold)} for {units.prom_duration(high.for_)}; "
         "FailoverBandwidthSpike watches all tiers together.",
@@ -162,6 +180,7 @@ def _egress(plan: Plan, ctx: Context, tier: str, egress_bps: int) -> PanelDef:
             Target(total, f"{{{{namespace}}}}: tier {tier} in total"),
             _line(egress_bps, f"QoS cap per pod: {_bits(egress_bps)}"),
             _line(plan.link_bps, f"link: {_bits(plan.link_bps)}"),
+            *takeover,
         ),
         12,
         threshold=high.threshold,
@@ -288,13 +307,13 @@ def sync_row(plan: Plan, ctx: Context) -> list[PanelDef]:
         ),
     ]
     if reloading:
-        expected = plan.failover_inputs.reload_ms / 1000
+        expected = plan.failover_inputs.reload.value
         panels.append(
             PanelDef(
                 "Engines: time to load the last generation",
                 "Seconds the engine pods of each tier that reloads took to load the last "
                 "generation when its Job asked them. The dotted line is the reload time "
-                f"PLAN.md assumes ({units.human_seconds(expected)}, failover.reload). "
+                f"PLAN.md assumes ({plan.failover_inputs.reload.label()}). "
                 "StandbyServingOldWeights pages when a pod did not load it.",
                 "s",
                 (

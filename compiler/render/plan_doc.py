@@ -10,77 +10,106 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from compiler import chart, engines, units
+from compiler.alerts import bandwidth_high, failover_spike
 from compiler.emitted import Emitted
+from compiler.failover import expect, numbers, rollout, takeover
 from compiler.plan import Plan
-from compiler.plan.model import verify_requirement
+from compiler.plan.model import derived_lines, verify_requirement
 from compiler.render import panels
 from compiler.render.base import Renderer
+from compiler.spec import settings
 
 CHART = "plan.svg"
 
 
-def _phase_rows(plan: Plan) -> list[dict[str, str]]:
+def _s(seconds: float | None) -> str:
+    return "never by itself" if seconds is None else units.human_seconds(seconds)
+
+
+def _modes(plan: Plan) -> list[dict[str, Any]]:
+    f = plan.failover
+    rto = f.rto_ms
+    out = []
+    for m in f.modes:
+        if rto is None:
+            objective = "none set"
+        elif m.serving is not None and m.serving * 1000 <= rto:
+            objective = "met"
+        else:
+            objective = "**missed**"
+        out.append({
+            "title": m.title,
+            "what": WHAT[m.mode],
+            "gone": _s(m.out_of_service),
+            "moved": _s(next(st.at for st in m.steps if st.name == "clients re-attached")),
+            "serving": _s(m.serving),
+            "replaced": _s(m.replaced),
+            "replaced_how": m.replaced_how,
+            "objective": objective,
+            "steps": [{"at": _s(st.at), "name": st.name, "how": st.how} for st in m.steps],
+        })  # fmt: skip
+    return out
+
+
+WHAT = {
+    "crash": "the engine process exits; its node and kernel are fine",
+    "hang": "the engine stops answering, its connections' pings included",
+    "nodeLoss": "the node goes silent: no packet comes back, nothing reports",
+}
+
+
+def _takeover(plan: Plan) -> list[str]:
+    i, e = plan.failover_inputs, plan.failover.egress
     return [
-        {
-            "name": p.name,
-            "time": units.human_seconds(p.seconds),
-            "bytes": units.human_bytes(p.bytes),
-            "peak": units.human_bits(p.peak_bps) if p.peak_bps else "-",
-            "formula": p.formula,
-            "fits": p.fits,
-        }
-        for p in plan.failover.phases
+        f"the failed pods' serving traffic lands on the {e.tier} tier: {takeover.formula(i)}",
+        e.verdict(),
+        f"the {e.tier} tier in total: {units.human_bits(e.total)} "
+        f"({units.human_bits(e.burst_total)} at first), on a {i.link.label()}",
+        f"reconnects: at most {i.clients.connections} client connections x "
+        f"{i.clients.handshake.label()} = {units.human_bytes(e.handshake_bytes)}, in parallel "
+        "(each client on its own)",
+        "no weights move: a failover starts no weight sync"
+        if i.takeover.weights != "missing"
+        else f"the {e.tier} tier's weights: a full copy, then its engines start (the "
+        "timelines above)",
     ]
 
 
-def _numbers(plan: Plan) -> list[str]:
-    s = plan.summary()
-    fc, dl, hc, cm = s["fullCopy"], s["delta"], s["healthChecks"], s["connectionMigration"]
-    rows = [
-        f"full copy to every standby: {fc['formula']} = {fc['gigabits']} Gbit -> "
-        f"{units.human_seconds(fc['seconds'])} at line rate",
-        f"delta: {dl['formula']} = {units.human_bytes(dl['bytes'])} -> "
-        f"{units.human_seconds(dl['seconds'])} at line rate",
-        f"health checks: {hc['formula']} = {hc['probesPerSecond']:g} probes/s, "
-        f"{units.human_bytes(hc['bytesPerSecond'])}/s",
-        f"connection migration: {cm['formula']} = {units.human_seconds(cm['seconds'])}",
-    ]
-    rows += [
-        f"tier {name}: {t['replicas']} x egress {t['egress']}bit/s, priority {t['priority']}, "
-        f"weight sync {units.human_bits(t['syncRateBitsPerSecond'])}"
-        for name, t in s["tiers"].items()
-    ]
-    return rows
+def _expect(plan: Plan) -> list[str]:
+    high = settings(plan.alerts, bandwidth_high.SETTINGS)
+    spike = settings(plan.alerts, failover_spike.SETTINGS)
+    watches = [
+        expect.Watch("InferenceBandwidthHigh", True, high.threshold, high.window / 1000,
+                     high.for_ / 1000),
+        expect.Watch("FailoverBandwidthSpike", False, spike.threshold, spike.window / 1000,
+                     spike.for_ / 1000),
+    ]  # fmt: skip
+    weights = plan.failover_inputs.takeover.weights
+    return [expect.line(plan.failover, w) for w in watches] + [expect.quiet(weights)]
 
 
 def _weights(plan: Plan) -> list[str]:
-    d = plan.failover.design_copy
-    delta = int(plan.model_size * plan.sync.expected_delta)
+    """Where each sync tier's engines load a generation from, and what they need."""
+    delta = plan.failover_inputs.rollout.delta_bytes
     rows = [
-        f"the design's per-replica copies: {d['formula']} = {d['gigabits']} Gbit -> "
-        f"{units.human_seconds(d['seconds'])} at line rate, before protocol overhead",
-        f"standbyc: one model directory per tier on the shared claim; a new generation moves "
-        f"the delta, {units.human_bytes(delta)} per sync tier, and the other files that changed",
+        f"standbyc: one model directory per sync tier on the shared claim; a new generation "
+        f"moves the delta, {units.human_bytes(delta)} per sync tier "
+        f"(model.size x weightSync.expectedDelta), and the other files that changed"
     ]
     model = PurePosixPath(plan.model_path)
     for t in plan.sync.tiers:
-        delta_s = delta * 8 / t.sync_rate_bps
         loads = (
             "restart to load it (reload: restart)"
             if t.reload is None
             else f"load it while running: the Job asks its pods ({t.reload.api}, port "
             f"{t.reload.port}, through the headless Service {t.reload.service}) "
-            f"{t.reload.max_unavailable} at a time"
+            f"{t.reload.max_unavailable} at a time (the Job's deadline allows "
+            f"{t.reload.budget_s} s for the reload at worst)"
         )
         rows.append(
-            f"tier {t.name}: a delta in {units.human_seconds(delta_s)}, a "
-            f"full copy in {units.human_seconds(t.sync_seconds_full)} at its weight-sync rate "
-            f"{units.human_bits(t.sync_rate_bps)}; its engines load the model directory "
-            f"{model} (claim {plan.sync.claim}, subPath {t.name}, mounted at {model.parent}) "
-            f"and {loads}"
+            f"tier {t.name}: its engines load the model directory {model} (claim "
+            f"{plan.sync.claim}, subPath {t.name}, mounted at {model.parent}) and {loads}"
         )
-        if t.reload is not None:
-            rows.append(_time_to_serve(plan, t.name, delta_s))
     reloading = [t for t in plan.sync.tiers if t.reload is not None]
     for api in sorted({t.reload.api for t in reloading if t.reload is not None}):
         tiers = ", ".join(t.name for t in reloading if t.reload and t.reload.api == api)
@@ -102,65 +131,67 @@ def _weights(plan: Plan) -> list[str]:
     return rows
 
 
-def _time_to_serve(plan: Plan, name: str, delta_s: float) -> str:
-    """From "generation published" to "every pod of the tier serves it", and what the tier
-    has left meanwhile."""
-    t = next(t for t in plan.sync.tiers if t.name == name)
-    assert t.reload is not None
-    reload_s = plan.failover_inputs.reload_ms / 1000
-    r = t.reload
-    total = delta_s + r.waves * reload_s
-    if engines.serves_while_loading(r.api, r.swap):
-        meanwhile = (
-            "meanwhile every pod serves: the old instance until the new one is ready, so a "
-            f"failover during it finds all {r.pods} ready"
-        )
-    else:
-        meanwhile = (
-            f"meanwhile at most {r.max_unavailable} of its {r.pods} pod(s) are loading and "
-            f"serve nothing, so a failover during it finds {r.pods - r.max_unavailable} ready"
-        )
-    return (
-        f"tier {name}, from published to every pod serving it: the delta "
-        f"{units.human_seconds(delta_s)} + {r.waves} wave(s) of {r.max_unavailable} pod(s) "
-        f"(reload.maxUnavailable) x a reload {units.human_seconds(reload_s)} (failover.reload) "
-        f"= {units.human_seconds(total)}; {meanwhile} (the Job's deadline allows {r.budget_s} "
-        "s for the reload at worst)"
-    )
-
-
 def _scenario(plan: Plan) -> str:
-    f = plan.failover
-    holds = {"current": "current weights (nothing to move)",
-             "behind": "weights one generation behind (the delta moves)",
-             "missing": "no weights (a full copy moves)"}  # fmt: skip
+    t = plan.failover_inputs.takeover
+    holds = {
+        "current": "the current generation: Ready before the failure, they serve at once",
+        "behind": "the previous generation: Ready before the failure, they serve it at once "
+        "(nothing in a failover starts a weight sync; the next rollout brings them up to date)",
+        "missing": "no weights: they serve only once a weight sync has brought a full copy and "
+        "their engines have started",
+    }[t.weights]
+    rto = plan.failover.rto_ms
     return (
-        f"{plan.failover_inputs.failed_replicas} serving pod(s) fail; the "
-        f"{plan.failover_inputs.takeover} tier's standbys take over, holding "
-        f"{holds[plan.failover_inputs.weights]}. Objective: "
-        + (units.prom_duration(f.rto_ms) if f.rto_ms is not None else "none (failover.rto)")
-        + "."
-    )
+        f"{t.failed} serving pod(s) fail; the {t.tier} tier's {t.replicas} standby pod(s) take "
+        f"their traffic, holding {holds}. Objective: "
+        + (units.prom_duration(rto) if rto is not None else "none (failover.rto)")
+        + ". Each failure mode is timed from what the cluster and the compiled clients do; "
+        + ("gRPC clients balance round_robin over every pod's address (the compiled service "
+           "config) and leave a pod when their connection to it breaks."
+           if plan.failover_inputs.clients.protocol == "grpc"
+           else "HTTP clients reach the pods through a proxy that routes by the Service's "
+           "endpoints.")
+    )  # fmt: skip
 
 
 def _dashboard(plan: Plan) -> str:
     """Where the failover can be watched as it happens, against this plan."""
     if not plan.dashboard.enabled:
         return ""
-    f = plan.failover
-    peak = panels.expected_peak(plan)
+    e = plan.failover.egress
     return (
-        f"During a failover, watch the Grafana dashboard **standbyc: {plan.namespace}/"
-        f"{plan.name}** (folder {plan.dashboard.folder}, uid `{panels.uid(plan)}`, from "
-        f"`configmap-{plan.names.dashboard}.yaml`): its Failover row draws this plan's "
-        f"expected peak ({units.human_bits(peak.peak_bps)}) and duration "
-        f"({units.human_seconds(f.seconds)}) as reference lines beside the egress measured."
+        f"Watch the Grafana dashboard **standbyc: {plan.namespace}/{plan.name}** (folder "
+        f"{plan.dashboard.folder}, uid `{panels.uid(plan)}`, from "
+        f"`configmap-{plan.names.dashboard}.yaml`): its Failover row draws the takeover's "
+        f"traffic this plan expects ({units.human_bits(e.total)} for the {e.tier} tier, "
+        f"{units.human_bits(e.per_pod)} a pod) beside the egress measured; the weight sync "
+        "has its own row."
     )
 
 
-def render(plan: Plan, r: Renderer) -> list[Emitted]:
-    f = plan.failover
-    fanout: list[dict[str, Any]] = [
+def _rollouts(plan: Plan) -> list[dict[str, Any]]:
+    return [
+        {
+            "tier": r.tier,
+            "total": units.human_seconds(r.seconds),
+            "meanwhile": r.meanwhile,
+            "storage": f"{units.human_bytes(r.storage_bytes)} over the weights claim",
+            "steps": [{"name": st.name, "at": units.human_seconds(st.at), "how": st.how}
+                      for st in r.steps],
+        }
+        for r in plan.failover.rollouts
+    ]  # fmt: skip
+
+
+def _inputs(plan: Plan) -> list[dict[str, str]]:
+    return [
+        {"name": name, "value": n.text(), "source": n.source, "where": n.where}
+        for name, n in numbers(plan.failover_inputs)
+    ]
+
+
+def _fanout(plan: Plan) -> list[dict[str, str]]:
+    return [
         {
             "label": row.label,
             "bytes": units.human_bytes(row.bytes_each),
@@ -168,31 +199,37 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
             + (" (its egress binds)" if row.store_binds else " (the tiers' rates bind)"),
             "object_store": units.human_seconds(row.seconds_object_store),
         }
-        for row in f.fanout
+        for row in rollout.fanout(plan.failover_inputs)
     ]
+
+
+def render(plan: Plan, r: Renderer) -> list[Emitted]:
+    f = plan.failover
+    c = f.comparison
     context = {
-        "directory": f"{plan.namespace}/{plan.name}",
         "verdict": f.verdict(),
         # The first line a reviewer reads: a missed objective is not left to the body.
         "heading": f"{plan.namespace}/{plan.name}"
         + {True: ": objective met", False: ": OBJECTIVE MISSED", None: ""}[f.met],
         "chart": CHART,
         "scenario": _scenario(plan),
-        "phases": _phase_rows(plan),
-        "total": units.human_seconds(f.seconds),
-        "total_bytes": units.human_bytes(sum(p.bytes for p in f.phases)),
+        "modes": _modes(plan),
+        "takeover": _takeover(plan),
         "advice": list(f.advice),
+        "expect": _expect(plan),
         "dashboard": _dashboard(plan),
+        "rollouts": _rollouts(plan),
         "weights": _weights(plan),
         "store_egress": units.human_bits(plan.failover_inputs.store_egress_bps),
-        "fanout": fanout,
-        "numbers": _numbers(plan),
+        "fanout": _fanout(plan),
+        "claim": {"with_how": c.with_how, "without_how": c.without_how, "verdict": c.verdict()},
+        "inputs": _inputs(plan),
+        "numbers": derived_lines(plan.summary()),
     }
     doc = r.render_text("plan.md.j2", context)
     svg = chart.render(
         f,
-        title=f"Bandwidth over one failover: {plan.namespace}/{plan.name}",
+        title=f"Serving traffic over one failover: {plan.namespace}/{plan.name}",
         link_bps=plan.link_bps,
-        tier_egress={t.name: t.egress_bps for t in plan.tiers},
     )
     return [Emitted("PLAN.md", {}, text=doc), Emitted(CHART, {}, text=svg)]

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, create_model, model_validator
 
 from compiler.spec.alerts import Alerts
+from compiler.spec.failover import Failover
 from compiler.spec.types import (
     TIER_NAMES,
     BitsPerSecond,
@@ -31,7 +32,6 @@ from compiler.spec.types import (
     Name,
     Port,
     Positive,
-    TierName,
     Version,
     between,
     json_pattern,
@@ -220,14 +220,33 @@ class ModelInfo(Model):
 
 
 class HealthChecks(Model):
-    interval: Millis = 10_000
-    payload: Bytes = 2 * 1024
-    probers: Positive = 1
+    """Your engine pods' readinessProbe, as your Deployment declares it. standbyc emits no
+    probe: the plan reads these to time how long a hung engine stays in its Service, and to
+    count what probing costs."""
+
+    interval: Millis = Field(10_000, description="the probe's periodSeconds")
+    timeout: Millis = Field(1_000, description="the probe's timeoutSeconds (Kubernetes: 1s)")
+    failure_threshold: Positive = Field(
+        3,
+        description="the probe's failureThreshold: failed probes in a row before the pod "
+        "is taken out of its Service",
+    )
+    payload: Bytes = Field(2 * 1024, description="bytes one probe moves, request and answer")
+    probers: Positive = Field(1, description="who probes each pod (the kubelet: 1)")
 
 
 class Connections(Model):
-    expected: Positive = 10_000
-    migration_time: Millis = Field(5, description="time to move one connection to a new instance")
+    expected: Positive = Field(
+        10_000,
+        description="client connections to the engine's Service: Istio's maxConnections, and "
+        "the handshakes a failover's reconnects cost",
+    )
+    read_timeout: Annotated[Millis, between(1000, 3600_000)] = Field(
+        60_000,
+        description="http: how long a proxy waits on an upstream that sends nothing before it "
+        "gives up on it (emitted as ingress-nginx's proxy-read-timeout); the plan's bound "
+        "on noticing a silent node or a hung engine over HTTP",
+    )
 
 
 class Upstream(Model):
@@ -239,6 +258,18 @@ class Upstream(Model):
 class Http2(Model):
     enabled: bool = True
     max_concurrent_streams: Positive = 1000
+
+
+class ReconnectBackoff(Model):
+    """gRPC's reconnect backoff, emitted as the client's grpc.initial_reconnect_backoff_ms
+    and grpc.max_reconnect_backoff_ms."""
+
+    initial: Annotated[Millis, between(1, 120_000)] = Field(
+        1_000, description="the wait before the first reconnect (gRPC: 1s)"
+    )
+    max: Annotated[Millis, between(1, 3_600_000)] = Field(
+        120_000, description="the longest wait between reconnects (gRPC: 2m)"
+    )
 
 
 class Grpc(Model):
@@ -261,6 +292,11 @@ class Grpc(Model):
         "must not exceed keepaliveTime",
     )
     permit_without_calls: bool = True
+    reconnect_backoff: ReconnectBackoff | None = Field(
+        None,
+        description="client: how soon a channel reconnects after its connection broke. Unset: "
+        "gRPC's own backoff (1s, then x1.6 up to 2m, jitter 20%)",
+    )
 
 
 class Istio(Model):
@@ -335,48 +371,6 @@ class DashboardSettings(Model):
     )
     grafana_operator: GrafanaOperator | None = Field(
         None, description="also emit a grafana-operator GrafanaDashboard; null: none"
-    )
-
-
-class Failover(Model):
-    """One failover: ``failedReplicas`` serving pods fail and the ``takeover`` tier's standbys
-    take their traffic. The plan (PLAN.md, ``standbyc plan``) times each phase against
-    ``rto``."""
-
-    rto: Millis | None = Field(
-        None, description="recovery time objective: from the failure to serving again"
-    )
-    takeover: TierName = Field("hot", description="the tier whose standbys take over")
-    failed_replicas: Positive = Field(1, description="serving pods that fail at once")
-    weights: Literal["current", "behind", "missing"] = Field(
-        "current",
-        description="what the takeover tier holds when it happens: current (nothing moves), "
-        "behind by a generation (the delta moves) or missing (a full copy moves)",
-    )
-    failure_threshold: Positive = Field(
-        3, description="failed health checks in a row before a pod counts as failed"
-    )
-    drain: Millis = Field(5_000, description="time to drain the failed pods' requests")
-    migration_parallelism: Positive = Field(
-        1, description="connections moved to the new instances at once"
-    )
-    handshake: Bytes = Field(4096, description="bytes to re-establish one connection (TLS)")
-    warmup: Millis = Field(
-        30_000, description="time for an engine to start and load weights already on disk"
-    )
-    reload: Millis | None = Field(
-        None,
-        description="time for a running engine to load a new generation from disk (a tier "
-        "whose reload is not restart). Default: model.size read at 2 GB/s, at most warmup; "
-        "the weight-sync Job reports the time its engines took (reload.seconds)",
-    )
-    store_egress: BitsPerSecond | None = Field(
-        None, description="egress of the weight store's server (default: network.link)"
-    )
-    strict: bool = Field(
-        False,
-        description="this spec's missed objective is an error: compile writes nothing and "
-        "standbyc check (the pre-commit hook) fails, as with --strict",
     )
 
 

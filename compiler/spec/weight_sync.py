@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from compiler import urls
 from compiler.spec.types import (
     LABEL_NAME,
+    BitsPerSecond,
     Count,
     Cron,
     FreeText,
@@ -220,6 +221,12 @@ class WeightSync(Model):
         None,
         description="PVC (ReadWriteMany) holding one checkpoint directory per tier, "
         "<tier>/<model.name>; default <name>-weights",
+    )
+    claim_read_rate: BitsPerSecond = Field(
+        500 * 2**20 * 8,
+        description="what one client reads from the weights claim per second: every engine "
+        "load reads the whole model from it. A ReadWriteMany claim shared by nodes is a "
+        "network file system (EFS: 500MiB/s per client); the default is that",
     )
     backoff_limit: Count = 3
     active_deadline: Millis | None = Field(
