@@ -71,7 +71,8 @@ lint: install
 ## whose weights change, the same way; a 64-generation chain from real training:
 ## lagging standbys with merged deltas, today's planner, a full copy and TRL's format; one merge
 ## on a 255 MiB model, in worker processes and in one; a signed generation's verification against
-## the sync it is part of, and what model-signing adds to the image
+## the sync it is part of, and what model-signing adds to the image; the failover plan's measured
+## rates again (publish, sign, receive, rebuild, verify) on a 3 GiB model beside cp and cat
 bench: tools $(TORCH_STAMP)
 	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync)
 	$(PY) bench/compile_bench.py
@@ -87,6 +88,7 @@ bench: tools $(TORCH_STAMP)
 	$(PY) bench/chain_bench.py
 	$(PY) bench/merge_bench.py
 	$(PY) bench/verify_bench.py
+	$(PY) bench/plan_calibration.py
 
 ## bench-compare: what a change that should not change speed is judged by: the compile and
 ## the gate, deltas, a merge, and publish + sync, on BASELINE and on this checkout in turns

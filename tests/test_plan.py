@@ -327,3 +327,22 @@ def test_the_chart_is_well_formed_and_byte_stable(spec: Path, tmp_path: Path) ->
     texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
     assert "link" in texts and "hot caps" in texts and "objective met" in texts
     assert "node loss:" in texts and "pod crash:" in texts
+
+
+def test_the_rollout_is_held_to_the_jobs_deadline(tmp_path: Path) -> None:
+    """A 500 GiB model on a network file system: the computed deadline allows the rebuild
+    the plan expects; a written one too short for it is named in PLAN.md."""
+    body = (
+        "  tiers:\n    hot: {replicas: 1, egress: 100Gbit/s}\n  network: {link: 400Gbit/s}\n"
+        "  model: {size: 500GiB}\n  weightSync: {tiers: [hot]__DEADLINE__}\n"
+    )
+    computed = compiled(tmp_path / "a", body.replace("__DEADLINE__", ""))
+    (tier,) = computed.failover.rollouts
+    assert tier.deadline_s == computed.tiers[0].job_deadline_s
+    assert not tier.over_deadline and tier.job_seconds > 30 * 60  # past the 30 min default
+    short = compiled(tmp_path / "b", body.replace("__DEADLINE__", ", activeDeadline: 30m"))
+    (tier,) = short.failover.rollouts
+    assert tier.over_deadline
+    assert "**its Job's deadline, 1800 s, is shorter than its part of this rollout" in plan_md(
+        tmp_path / "b", short
+    )

@@ -91,6 +91,7 @@ class TierRollout:
     waves: int  # reload waves (maxUnavailable pods at a time)
     max_unavailable: int
     serves_while_loading: bool
+    job_deadline_s: int  # the Job's activeDeadlineSeconds
     measured_sync: Num | None = None  # standbyc_weights_sync_duration_seconds, p95
     measured_reload: Num | None = None  # standbyc_weights_reload_duration_seconds, p95
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler import units
+from compiler.failover import calibration
 from compiler.failover.inputs import Inputs, TierRollout
 from compiler.failover.numbers import Step
 
@@ -19,6 +20,12 @@ class TierTime:
     seconds: float
     storage_bytes: int  # what the rebuild and the reloads move over the claim
     meanwhile: str  # what the tier can still serve while it reloads
+    job_seconds: float  # the Job's own part: from its start to its last reload
+    deadline_s: int  # the Job's activeDeadlineSeconds
+
+    @property
+    def over_deadline(self) -> bool:
+        return self.job_seconds > self.deadline_s
 
 
 def _s(seconds: float) -> str:
@@ -69,6 +76,19 @@ def _download(i: Inputs, t: TierRollout, fetched: int, whole: bool) -> tuple[flo
     return seconds, f"{how}, whichever is slowest"
 
 
+def rebuild_seconds(model_bytes: int, rebuild_bps: float, claim_bps: float) -> float:
+    """A rebuild of the whole model directory: at the sync's own rate, or reading the model
+    it has and writing the new one over the claim, whichever is slower (bytes/s)."""
+    return max(model_bytes / rebuild_bps, 2 * model_bytes / claim_bps)
+
+
+def job_rebuild_seconds(model_bytes: int, claim_bps: float, verified: bool) -> float:
+    """What a weight-sync Job spends after its download, at the measured rates: what its
+    deadline must allow besides the downloads and the reload (``plan.builders``)."""
+    out = rebuild_seconds(model_bytes, calibration.REBUILD.value, claim_bps)
+    return out + (model_bytes / calibration.VERIFY.value if verified else 0.0)
+
+
 def _sync(i: Inputs, t: TierRollout, base: bool) -> list[tuple[str, float, str]]:
     """The Job's own work: download, rebuild (or the swap of a whole download), verify, or
     its measured duration."""
@@ -81,7 +101,8 @@ def _sync(i: Inputs, t: TierRollout, base: bool) -> list[tuple[str, float, str]]
         cpu = i.model_bytes / r.rebuild_rate.value
         # It reads the model it has and writes the new one, both on the claim.
         claim = 2 * i.model_bytes / i.claim_rate.value
-        done = ("rebuild", max(cpu, claim),
+        seconds = rebuild_seconds(i.model_bytes, r.rebuild_rate.value, i.claim_rate.value)
+        done = ("rebuild", seconds,
                 f"the whole model directory is rebuilt, whatever the delta: "
                 f"{_bytes(i.model_bytes)} at {r.rebuild_rate.label()} ({_s(cpu)}), or "
                 f"{_bytes(2 * i.model_bytes)} over the claim at {i.claim_rate.label()} "
@@ -125,7 +146,9 @@ def tier(i: Inputs, t: TierRollout) -> TierTime:
                 f"nothing: a failover meanwhile finds {t.replicas - t.max_unavailable} ready"
             )
     steps = _steps(parts)
-    return TierTime(t.tier, steps, steps[-1].at, storage, meanwhile)
+    started = next(s.at for s in steps if s.name == "Job start")
+    return TierTime(t.tier, steps, steps[-1].at, storage, meanwhile, steps[-1].at - started,
+                    t.job_deadline_s)  # fmt: skip
 
 
 def full_copy_steps(i: Inputs, name: str) -> list[Step]:

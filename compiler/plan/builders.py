@@ -8,11 +8,12 @@ the standby tiers, and the failover those numbers give. The data types it fills 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from fractions import Fraction
 
 from compiler import engines, names, units
-from compiler.failover import analyse
+from compiler.failover import analyse, rollout
 from compiler.names import Names
 from compiler.plan import failover_inputs, job
 from compiler.plan.model import EnginePlan, Plan, ReloadPlan, StorePlan, SyncPlan, TierPlan
@@ -32,12 +33,18 @@ def report_bridge_ms(schedule: str | None) -> int:
 
 def job_deadline_s(spec: StandbySpec, reload: ReloadPlan | None, full_s: float) -> int:
     """A tier's weight-sync Job deadline: the spec's, or 30 minutes, or more when the tier's
-    downloads at their budget (two full copies plus 5 minutes), its whole reload at worst
-    and its report need more. admit.py refuses a spec's deadline too short for the reload."""
-    written = spec.spec.weight_sync.active_deadline
+    downloads at their budget (two full copies plus 5 minutes), twice the rebuild and
+    signature check the plan expects (they grow with the model, whatever the delta), its
+    whole reload at worst and its report need more. admit.py refuses a spec's deadline too
+    short for the reload; PLAN.md says when one is shorter than the rollout it plans."""
+    s = spec.spec
+    written = s.weight_sync.active_deadline
     if written is not None:
         return max(1, written // 1000)
-    needed = job.downloads_budget(full_s) + engines.REPORT_SECONDS
+    rebuild = rollout.job_rebuild_seconds(
+        s.model.size, s.weight_sync.claim_read_rate / 8, s.weight_sync.verify is not None
+    )
+    needed = job.downloads_budget(full_s) + 2 * math.ceil(rebuild) + engines.REPORT_SECONDS
     return max(engines.DEFAULT_JOB_SECONDS, needed + (reload.budget_s if reload else 0))
 
 

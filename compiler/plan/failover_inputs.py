@@ -137,6 +137,7 @@ def _rollout(spec: StandbySpec, sync: SyncPlan) -> Rollout:
             max_unavailable=0 if t.reload is None else t.reload.max_unavailable,
             serves_while_loading=t.reload is not None
             and engines.serves_while_loading(t.reload.api, t.reload.swap),
+            job_deadline_s=t.job_deadline_s,
         )
         for t in sync.tiers
     )

@@ -176,6 +176,14 @@ def _rollouts(plan: Plan) -> list[dict[str, Any]]:
             "total": units.human_seconds(r.seconds),
             "meanwhile": r.meanwhile,
             "storage": f"{units.human_bytes(r.storage_bytes)} over the weights claim",
+            "deadline": (
+                f"**its Job's deadline, {r.deadline_s} s, is shorter than its part of this "
+                f"rollout, {units.human_seconds(r.job_seconds)}: the Job would be stopped "
+                "before every pod serves the generation; raise weightSync.activeDeadline**"
+                if r.over_deadline
+                else f"its Job's part, {units.human_seconds(r.job_seconds)}, within its "
+                f"deadline of {r.deadline_s} s"
+            ),
             "steps": [{"name": st.name, "at": units.human_seconds(st.at), "how": st.how}
                       for st in r.steps],
         }
