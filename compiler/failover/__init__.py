@@ -6,7 +6,6 @@ it comes from (``numbers.Num``)."""
 from compiler.failover import calibration
 from compiler.failover.inputs import (
     MODE_TITLES,
-    MODES,
     Clients,
     Cluster,
     Inputs,
@@ -19,7 +18,6 @@ from compiler.failover.numbers import Num, Step, declared_or_default
 from compiler.failover.plan import FailoverPlan, analyse, assess, numbers
 
 __all__ = [
-    "MODES",
     "MODE_TITLES",
     "Clients",
     "Cluster",

@@ -44,6 +44,7 @@ GRACES_S = (40, 30, 20, 15, 10)
 class Lever:
     text: str
     apply: Callable[[Inputs], Inputs]
+    instead: bool = False  # an alternative to the lever before it: left out of "all of these"
 
 
 def _declared(seconds: float, where: str) -> Num:
@@ -127,24 +128,38 @@ def _weights(i: Inputs) -> Lever:
     )
 
 
+def _budget(i: Inputs, extra: float) -> str:
+    """What a lever adds to the link budget (every tier's replicas x egress), said when it
+    would no longer fit network.link (admit.py then refuses the spec)."""
+    after = i.tiers_egress_bps + extra
+    if after <= i.link.value:
+        return ""
+    return (
+        f"; the tiers' egress then adds up to {units.human_bits(after)}, over network.link "
+        f"{units.human_bits(i.link.value)}: the link must grow too"
+    )
+
+
 def _capacity(i: Inputs) -> list[Lever]:
     t = i.takeover
     need = t.failed * t.serving_egress.value
     pods = math.ceil(need / t.cap_bps)
     cap = math.ceil(need / t.replicas / 1e9) * 10**9
-    out = [Lever(
-        f"give the {t.tier} tier {pods} replicas (tiers.{t.tier}.replicas): each then carries "
-        f"{units.human_bits(need / pods)} of the failed pods' traffic under its "
-        f"{units.human_bits(t.cap_bps)} cap",
-        lambda x: replace(x, takeover=replace(x.takeover, replicas=pods)),
-    )]  # fmt: skip
-    if cap * t.replicas <= i.link.value:
-        out.append(Lever(
-            f"raise tiers.{t.tier}.egress to {units.human_bits(cap)} (the pods' "
-            "kubernetes.io/egress-bandwidth annotation), if the link budget allows",
+    return [
+        Lever(
+            f"give the {t.tier} tier {pods} replicas (tiers.{t.tier}.replicas): each then "
+            f"carries {units.human_bits(need / pods)} of the failed pods' traffic under its "
+            f"{units.human_bits(t.cap_bps)} cap" + _budget(i, (pods - t.replicas) * t.cap_bps),
+            lambda x: replace(x, takeover=replace(x.takeover, replicas=pods)),
+        ),
+        Lever(
+            f"or raise tiers.{t.tier}.egress to {units.human_bits(cap)} (the pods' "
+            "kubernetes.io/egress-bandwidth annotation)"
+            + _budget(i, (cap - t.cap_bps) * t.replicas),
             lambda x: replace(x, takeover=replace(x.takeover, cap_bps=cap)),
-        ))  # fmt: skip
-    return out
+            instead=True,
+        ),
+    ]
 
 
 def _mode_levers(i: Inputs, plan: Judged, assess: Assess) -> list[Lever]:
@@ -179,7 +194,8 @@ def levers(i: Inputs, plan: Judged, assess: Assess) -> list[str]:
         lines.append(f"{lever.text}: {_outcome(after)}")
     both = i
     for lever in found:
-        both = lever.apply(both)
+        if not lever.instead:
+            both = lever.apply(both)
     lines.append(f"with all of these: {_outcome(assess(both))}")
     return lines
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from compiler.failover.numbers import Num, Source
 
-MODES = ("crash", "hang", "nodeLoss")
 MODE_TITLES = {"crash": "pod crash", "hang": "engine hang", "nodeLoss": "node loss"}
 
 
@@ -121,7 +120,6 @@ class Inputs:
     model_bytes: int
     modes: tuple[str, ...]
     probe: Probe
-    probe_load_bps: float  # every prober x every pod x payload / interval, in bit/s
     cluster: Cluster
     clients: Clients
     takeover: Takeover
@@ -130,6 +128,7 @@ class Inputs:
     reload: Num  # one running engine loading a generation, seconds
     rollout: Rollout
     store_egress_bps: int
+    tiers_egress_bps: int  # every tier's replicas x egress: what the link budget holds
     standby_replicas: int  # every standby pod weight sync feeds, for the design's copies
     rto_ms: int | None
 

@@ -33,6 +33,7 @@ class Mode:
     serving: float | None  # the failed pods' traffic is served again (None: not by itself)
     replaced: float | None  # the failed pods serve again themselves (None: nothing restarts them)
     replaced_how: str
+    caveat: str = ""  # what the mode as timed leaves out
 
     @property
     def title(self) -> str:
@@ -150,7 +151,24 @@ def timeline(i: Inputs, mode: str) -> Mode:
         )
     replaced, how = _replacement(i, mode)
     return Mode(mode, tuple(sorted(steps, key=lambda s: s.at)), gone, detached, ready, serving,
-                replaced, how)  # fmt: skip
+                replaced, how, _caveat(i, mode))  # fmt: skip
+
+
+def _caveat(i: Inputs, mode: str) -> str:
+    """A hang is timed as an engine that answers nothing; one whose server still answers
+    while its model is stuck is slower to leave, and says so."""
+    if mode != "hang":
+        return ""
+    if i.clients.protocol == "grpc":
+        return (
+            "an engine whose server still answers pings while its model is stuck keeps its "
+            "gRPC clients until the server's GOAWAY at "
+            f"{i.clients.max_connection_age.label()}, its streams in flight until they end"
+        )
+    return (
+        "an engine whose server still answers the readiness probe while its model is stuck "
+        "stays in its Service: nothing takes it out but a liveness probe or a person"
+    )
 
 
 def _replacement(i: Inputs, mode: str) -> tuple[float | None, str]:

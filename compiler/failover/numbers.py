@@ -47,10 +47,6 @@ def declared_or_default(value: float, unit: Unit, field: str, written: bool, def
     return Num(float(value), unit, "default", default)
 
 
-def seconds(ms: int) -> float:
-    return ms / 1000
-
-
 @dataclass(frozen=True)
 class Step:
     """One step of a timeline: done ``at`` seconds after it starts."""

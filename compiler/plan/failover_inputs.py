@@ -173,14 +173,11 @@ def inputs(spec: StandbySpec, tiers: tuple[TierPlan, ...], sync: SyncPlan) -> In
             "model.size read at weightSync.claimReadRate",
         )
     )
-    hc = s.health_checks
-    probers = hc.probers * sum(t.replicas for t in tiers)
     return Inputs(
         link=_field(s.network, "link", "network.link", "bit/s", "standbyc's default", scale=1),
         model_bytes=s.model.size,
         modes=tuple(dict.fromkeys(fo.modes)),
         probe=_probe(spec),
-        probe_load_bps=probers * hc.payload * 8 * 1000 / hc.interval,
         cluster=_cluster(spec),
         clients=_clients(spec),
         takeover=_takeover(spec, takeover),
@@ -190,6 +187,7 @@ def inputs(spec: StandbySpec, tiers: tuple[TierPlan, ...], sync: SyncPlan) -> In
         reload=reload,
         rollout=_rollout(spec, sync),
         store_egress_bps=fo.store_egress or s.network.link,
+        tiers_egress_bps=sum(t.replicas * t.egress_bps for t in tiers),
         standby_replicas=sum(t.replicas for t in sync.tiers),
         rto_ms=fo.rto,
     )  # fmt: skip

@@ -45,6 +45,7 @@ def _modes(plan: Plan) -> list[dict[str, Any]]:
             "serving": _s(m.serving),
             "replaced": _s(m.replaced),
             "replaced_how": m.replaced_how,
+            "caveat": m.caveat,
             "objective": objective,
             "steps": [{"at": _s(st.at), "name": st.name, "how": st.how} for st in m.steps],
         })  # fmt: skip
