@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from compiler import alerts, engines, names, units
 from compiler.errors import Diagnostic, Location, SpecError
+from compiler.gate import DEFAULT_KUBE_VERSIONS
 from compiler.load import LoadedSpec, PathKey, Problem, dotted_path
 from compiler.plan import report_bridge_ms
 from compiler.spec import TIER_NAMES, StandbySpec, cron_longest_gap
@@ -346,8 +347,39 @@ def _job_deadline(spec: StandbySpec) -> list[Problem]:
     return out
 
 
+NATIVE_MINOR = 36  # MutatingAdmissionPolicy is served at admissionregistration.k8s.io/v1
+
+
+def _native_admission(spec: StandbySpec) -> list[Problem]:
+    """Kubernetes' own admission policies need MutatingAdmissionPolicy at v1 (GA in 1.36;
+    beta and off by default in 1.34 and 1.35) in every minor the spec targets."""
+    s = spec.spec
+    if "admissionPolicy" not in s.qos.outputs:
+        return []
+    written = s.validation.kubernetes_versions
+    versions = list(written or DEFAULT_KUBE_VERSIONS)
+    older = [v for v in versions if int(v.split(".")[1]) < NATIVE_MINOR]
+    if not older:
+        return []
+    where = (
+        "validation.kubernetesVersions"
+        if written
+        else f"the default matrix ({', '.join(DEFAULT_KUBE_VERSIONS)}; validation."
+        "kubernetesVersions sets the spec's own)"
+    )
+    index = s.qos.outputs.index("admissionPolicy")
+    return [
+        (
+            ("spec", "qos", "outputs", index),
+            f"admissionPolicy needs MutatingAdmissionPolicy at admissionregistration.k8s.io/v1, "
+            f"which Kubernetes serves from 1.36; {where} includes {', '.join(older)}: target "
+            "1.36 and later only, or use kyverno there",
+        )
+    ]
+
+
 SEMANTIC_CHECKS = (_tiers, _keepalive, _alert_timing, _lists_and_names, _label_names,
-                   _job_deadline)  # fmt: skip
+                   _job_deadline, _native_admission)  # fmt: skip
 
 
 def _warnings(spec: StandbySpec, data: Any) -> list[Problem]:

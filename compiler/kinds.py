@@ -88,6 +88,17 @@ KINDS: tuple[Kind, ...] = (
         schema="github.com/kyverno/kyverno",
         deprecation=KYVERNO_NOT_YET,
     ),
+    # Kubernetes' own admission policies (1.36+), before the tier Pods as the Kyverno policy
+    # is; each policy before the binding that puts it in force.
+    *(
+        Kind(kind, "admissionregistration.k8s.io/v1", wave=-1, namespaced=False)
+        for kind in (
+            "MutatingAdmissionPolicy",
+            "MutatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        )
+    ),
     Kind("ConfigMap", "v1", wave=0, fields=("data",)),
     # Its name becomes a DNS name in the cluster: a DNS-1035 label.
     Kind(

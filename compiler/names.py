@@ -57,6 +57,7 @@ class Names:
     grpc_channel_args: str
     qos: str
     kyverno_policy: str
+    admission_policy: str  # the native policies and their bindings, one name for the four
     rules: str
     weight_sync_account: str
     weight_store: str  # the in-cluster store's Deployment, Service and NetworkPolicy
@@ -85,6 +86,7 @@ def of(spec: StandbySpec) -> Names:
         qos=f"{name}-qos",
         # ClusterPolicy is cluster-scoped: include the namespace so two specs never collide.
         kyverno_policy=f"standbyc-{namespace}-{name}-egress",
+        admission_policy=f"standbyc-{namespace}-{name}-egress",
         rules=f"{name}-failover",
         weight_sync_account=f"{name}-weight-sync",
         weight_store=f"{name}-weight-store",

@@ -4,8 +4,9 @@ what the tests do with it: read a compiled tree's objects, apply them for real."
 
 from __future__ import annotations
 
+import copy
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,15 @@ def start() -> Iterator[ControlPlane]:
         )
     with ControlPlane(DEFAULT_KUBE_VERSIONS) as plane:
         yield plane
+
+
+def only(plane: ControlPlane, versions: Sequence[str]) -> ControlPlane:
+    """``plane`` as if it ran only the API servers of ``versions`` (its servers are shared:
+    nothing is stopped or started)."""
+    view = copy.copy(plane)
+    view.servers = {v: s for v, s in plane.servers.items() if v in versions}
+    assert view.servers, (versions, list(plane.servers))
+    return view
 
 
 def objects(root: Path) -> list[Item]:

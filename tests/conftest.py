@@ -39,6 +39,23 @@ def golden_trees() -> list[tuple[Path, Path]]:
     return pairs
 
 
+def golden_versions(tree: Path) -> list[str] | None:
+    """The Kubernetes versions the specs of a golden tree ask to be validated against, as
+    compile gathers them (None: the default matrix)."""
+    import yaml  # noqa: PLC0415
+
+    asked = {
+        str(v)
+        for spec, root in golden_trees()
+        if root == tree
+        for v in (yaml.safe_load(spec.read_text()).get("spec") or {})
+        .get("validation", {})
+        .get("kubernetesVersions")
+        or ()
+    }
+    return sorted(asked) or None
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",

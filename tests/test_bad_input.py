@@ -55,6 +55,18 @@ EXPECTED = {
         "interval 1m"
     ),
     "empty": "1:1: file is empty; expected a StandbySpec document",
+    "native-admission-before-1-36": (
+        "8:32: spec.qos.outputs[1]: admissionPolicy needs MutatingAdmissionPolicy at "
+        "admissionregistration.k8s.io/v1, which Kubernetes serves from 1.36; "
+        "validation.kubernetesVersions includes 1.35: target 1.36 and later only, or use "
+        "kyverno there"
+    ),
+    "removed-failover-knob": (
+        "9:5: spec.failover.migrationParallelism: 'migrationParallelism' is no longer read: "
+        "clients reconnect on their own, in parallel, and nothing in the cluster read it; the "
+        "plan times re-attachment from the compiled connectionPool settings (keepalive, "
+        "timeouts, reconnect backoff)"
+    ),
     "bad-name": f"4:9: metadata.name: 'Inference_Engine' {DNS}",
     "injected-name": f"4:9: metadata.name: 'a\\nkind: Secret' {DNS}",
     "duplicate-key": "6:3: metadata.name: duplicate key 'name' (first defined at 4:3)",

@@ -11,7 +11,7 @@ import pytest
 
 from compiler.render.base import packaged_templates
 from compiler.validation import run_gate
-from tests.conftest import CASES, OUT, REPO, golden_trees, run_cli, tree
+from tests.conftest import CASES, OUT, REPO, golden_trees, golden_versions, run_cli, tree
 
 SCENARIOS = sorted(p.name for p in CASES.iterdir() if (p / "spec.yaml").is_file())
 
@@ -77,7 +77,8 @@ def test_output_is_the_same_from_any_directory(
 
 @pytest.mark.parametrize("root", sorted({str(t) for _, t in golden_trees()}))
 def test_golden_tree_passes_the_validation_gate(root: str) -> None:
-    report = run_gate(Path(root), display_root="expected")
+    versions = golden_versions(Path(root))
+    report = run_gate(Path(root), kube_versions=versions, display_root="expected")
     assert report.ok, report.summary_text()
     assert report.rule_tests and all(t.ok for t in report.rule_tests)
     assert not [f for f in report.findings if f.severity == "warning"], report.summary_text()

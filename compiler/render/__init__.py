@@ -11,6 +11,7 @@ from collections.abc import Callable
 from compiler.emitted import Emitted
 from compiler.plan import Plan
 from compiler.render import (
+    admission_policy,
     cilium_qos,
     connection_pool,
     dashboard,
@@ -31,6 +32,7 @@ RenderFn = Callable[[Plan, Renderer], list[Emitted]]
 OUTPUTS: dict[str, RenderFn] = {
     "ciliumEgressQoS": cilium_qos.render,
     "kyverno": kyverno.render,
+    "admissionPolicy": admission_policy.render,
     "kustomizePatch": kustomize_patch.render,
     "connectionPool": connection_pool.render,
     "istio": istio.render,

@@ -317,7 +317,7 @@ class ConnectionPool(Model):
     istio: Istio = Field(default_factory=Istio)
 
 
-QosOutput = Literal["ciliumEgressQoS", "kyverno", "kustomizePatch"]
+QosOutput = Literal["ciliumEgressQoS", "kyverno", "admissionPolicy", "kustomizePatch"]
 
 
 def _default_outputs() -> list[QosOutput]:
@@ -325,7 +325,15 @@ def _default_outputs() -> list[QosOutput]:
 
 
 class Qos(Model):
-    outputs: list[QosOutput] = Field(default_factory=_default_outputs, min_length=1)
+    outputs: list[QosOutput] = Field(
+        default_factory=_default_outputs,
+        min_length=1,
+        description="what carries the tiers' QoS: ciliumEgressQoS (the design's object, which "
+        "Cilium does not act on), and what puts the annotations Cilium reads on the tier "
+        "Pods: kyverno (a Kyverno ClusterPolicy), admissionPolicy (Kubernetes' own "
+        "MutatingAdmissionPolicy and ValidatingAdmissionPolicy, Kubernetes >= 1.36), "
+        "kustomizePatch (a kustomize component for your Deployments)",
+    )
 
 
 class GrafanaOperator(Model):
