@@ -136,7 +136,8 @@ def tier(i: Inputs, t: TierRollout) -> TierTime:
         reload = t.measured_reload or i.reload
         parts.append(("reloads", t.waves * reload.value,
                       f"{t.waves} wave(s) of {t.max_unavailable} pod(s) x {reload.label()}, "
-                      f"each reading the whole model from the claim"))  # fmt: skip
+                      "each pod reading the whole model from the claim, then asked what it "
+                      "serves (the Job's read-back, a request a pod)"))  # fmt: skip
         storage += t.replicas * i.model_bytes
         if t.serves_while_loading:
             meanwhile = "every pod serves meanwhile (the old instance until the new one is ready)"
