@@ -398,6 +398,8 @@ class _Download:
         got, f = self.got, self.f
         start = got.size
         if start >= f.size:
+            # An empty file has no byte to ask for, and nothing on disk yet to rename.
+            got.path.touch(exist_ok=True)
             return True
         headers = {"Range": f"bytes={start}-"} if start else {}
         if start and self.meta.get("etag"):

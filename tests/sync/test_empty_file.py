@@ -1,0 +1,72 @@
+"""A generation holding an empty file (an empty ``.gitattributes``, a placeholder, an empty
+``added_tokens.json``: ordinary in model repositories) reaches every standby through nginx:
+a new one, one a generation behind, and one that verifies the publisher's signature. The
+empty file arrives as an empty file, and the rest bit for bit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.sync.conftest import STANDBYC, Nginx, publish, tree_bytes
+from tests.sync.signing import ec_key
+
+EMPTY = (".gitattributes", "extra/placeholder.txt")
+
+
+@pytest.fixture
+def model(generations: dict[int, Path], tmp_path: Path) -> dict[int, Path]:
+    """Generations 1 and 2 as directories with a config and two empty files each."""
+    out = {}
+    for g in (1, 2):
+        d = tmp_path / f"model-{g}"
+        d.mkdir()
+        shutil.copyfile(generations[g], d / "model.safetensors")
+        (d / "config.json").write_text(json.dumps({"model_type": "llama"}))
+        for name in EMPTY:
+            (d / name).parent.mkdir(parents=True, exist_ok=True)
+            (d / name).write_bytes(b"")
+        out[g] = d
+    return out
+
+
+def _sync(url: str, target: Path, generation: int, *extra: str) -> dict[str, object]:
+    proc = subprocess.run(
+        [str(STANDBYC), "weights", "sync", "--source", url, "--target", str(target),
+         "--generation", str(generation), "--format", "json", *extra],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc: dict[str, object] = json.loads(proc.stdout)
+    return doc
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["plain", "signed"])
+def test_a_generation_with_empty_files_reaches_every_standby(
+    model: dict[int, Path], nginx: Nginx, tmp_path: Path, signed: bool
+) -> None:
+    key = ec_key(tmp_path / "publisher.key")
+    sign = ["--sign-key", str(key)] if signed else []
+    verify = ["--verify", "key", "--verify-trust", str(key.with_suffix(".pub"))] if signed else []
+    store = nginx.root / "store"
+    publish(model[1], store, 1, *sign)
+    publish(model[2], store, 2, *sign)
+    url = f"{nginx.url}store/"
+
+    fresh = tmp_path / "fresh" / "model"
+    assert _sync(url, fresh, 2, *verify)["status"] == "updated"
+    behind = tmp_path / "behind" / "model"
+    _sync(url, behind, 1, *verify)
+    second = _sync(url, behind, 2, *verify)
+    assert second["status"] == "updated" and second["previous_generation"] == 1
+    # The signature is written into the published directory, and compared by the verify.
+    published = {k: v for k, v in tree_bytes(model[2]).items() if k != "model.sig"}
+    for target in (fresh, behind):
+        got = {k: v for k, v in tree_bytes(target).items() if k != "model.sig"}
+        assert got == published
+        for name in EMPTY:
+            assert (target / name).is_file() and (target / name).stat().st_size == 0
