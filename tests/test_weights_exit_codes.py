@@ -141,3 +141,21 @@ def test_a_family_is_one_base_and_one_row() -> None:
     assert EXIT_CODES[OldWeightsKept] == EXIT_FAILED
     assert EXIT_CODES[SignatureRefused] == EXIT_REFUSED  # refused, not failed: kept apart
     assert EXIT_CODES[StoreUnavailable] == EXIT_UNREACHABLE
+
+
+def test_the_help_says_the_codes_the_commands_exit_with() -> None:
+    """One table, written into each command's --help: a refused signature is 8 there as in
+    the code, the README and the compiled podFailurePolicy."""
+    from compiler.commands.weights.exits import PUBLISH_EXITS, SYNC_EXITS  # noqa: PLC0415
+    from tests.conftest import run_cli  # noqa: PLC0415
+
+    sync_help = " ".join(run_cli("weights", "sync", "--help").out.split())
+    publish_help = " ".join(run_cli("weights", "publish", "--help").out.split())
+    assert f"{EXIT_REFUSED} with --verify: the generation is not signed as required" in sync_help
+    assert EXIT_REFUSED == REFUSED_EXIT == 8
+    for table, text in ((SYNC_EXITS, sync_help), (PUBLISH_EXITS, publish_help)):
+        for code, meaning in table.items():
+            assert f"{code} {' '.join(meaning.split())}" in text
+    # Every code a sync's errors map to has its line.
+    assert {EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE, EXIT_REFUSED} <= set(SYNC_EXITS)
+    assert {EXIT_LOST_RACE, EXIT_BLOCKED, EXIT_UNREACHABLE} <= set(PUBLISH_EXITS)

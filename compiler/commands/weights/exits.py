@@ -9,7 +9,7 @@ own.
 
 from __future__ import annotations
 
-from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, StandbycError
+from compiler.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, StandbycError
 from compiler.weights import errors as lib
 from compiler.weights.sync import errors as sync
 
@@ -30,6 +30,41 @@ EXIT_CODES: dict[type[lib.WeightsError], int] = {
     sync.PublishRaced: EXIT_LOST_RACE,  # publish: another publisher wrote the index first
     sync.PublishBlocked: EXIT_BLOCKED,  # publish: a rerun does not clear it, a person must
 }
+
+
+# What each code means to the caller of a command: one table, written into its --help.
+SYNC_EXITS: dict[int, str] = {
+    EXIT_OK: "updated or already current (and every engine asked loaded it)",
+    EXIT_FAILED: "a download or the result did not verify (the old directory is kept)",
+    EXIT_BAD_INPUT: "bad input (arguments, index, a generation not published, another sync "
+    "of the target still running after --lock-wait, credentials an s3:// store refused)",
+    EXIT_INTERNAL: "internal error",
+    EXIT_UNREACHABLE: "the store did not answer after every retry",
+    EXIT_NOT_LOADED: "the new generation is on disk, but some engine pods did not load it "
+    "(named in the output; a rerun asks them again)",
+    EXIT_REFUSED: "with --verify: the generation is not signed as required (refused: the old "
+    "directory is kept, no engine is asked)",
+}
+PUBLISH_EXITS: dict[int, str] = {
+    EXIT_OK: "published (or already)",
+    EXIT_BAD_INPUT: "bad input, credentials the bucket refused, or a directory that changed "
+    "while it was published",
+    EXIT_INTERNAL: "internal error",
+    EXIT_UNREACHABLE: "the bucket did not answer",
+    EXIT_LOST_RACE: "another publisher wrote the index first (publish again: it starts from "
+    "the new index)",
+    EXIT_BLOCKED: "objects of this generation with other content, which the index does not "
+    "name, are in the bucket, left by a publish that stopped (or one still running): "
+    "publishing again does not clear them; publish the next generation number, or delete "
+    "the objects the message names once no publish of this generation runs",
+}
+
+
+def described(table: dict[int, str]) -> str:
+    """``Exit codes: 0 ...; 1 ...`` for a command's help."""
+    return (
+        "Exit codes: " + "; ".join(f"{code} {text}" for code, text in sorted(table.items())) + "."
+    )
 
 
 def exit_code(exc: lib.WeightsError) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from compiler.commands.weights import exits
 from compiler.commands.weights.exits import WeightsFailed
 from compiler.output import add_format_option
 from compiler.weights import DEFAULT_CHUNK, DEFAULT_EXCLUDES, RELOAD_APIS
@@ -119,15 +120,8 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "the previous version where smaller) into STORE, then its index (last, "
         "atomically); prune what the index no longer needs. Any static HTTP server or "
         "object store can serve STORE as it is. With STORE s3://BUCKET/PREFIX the same "
-        "goes straight to the bucket (the index last, with a conditional write). Exit "
-        "codes: 0 published (or already); 2 bad input, credentials the bucket refused, or a "
-        "directory that changed while it was published; 3 internal error; 4 the bucket did "
-        "not answer; 6 another publisher wrote the index first (publish again: it starts "
-        "from the new index); 7 objects of this generation with other content, which the "
-        "index does not name, are in the bucket, left by a publish that stopped (or one "
-        "still running): publishing again does not clear them; publish the next generation "
-        "number, or delete the objects the message names once no publish of this "
-        "generation runs.",
+        "goes straight to the bucket (the index last, with a conditional write). "
+        + exits.described(exits.PUBLISH_EXITS),
     )
     pub.add_argument(
         "path",
@@ -236,25 +230,13 @@ def _publish_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     pub.set_defaults(func=_lazy("cmd_publish"))
 
 
-SYNC_EXITS = (
-    "Exit codes: 0 updated or already current (and every engine asked loaded it); 1 a "
-    "download or the result did not verify (the old directory is kept); 2 bad input "
-    "(arguments, index, a generation not published, another sync of the target still "
-    "running after --lock-wait, credentials an s3:// store refused); 3 internal error; 4 "
-    "the store did not answer after every retry; 5 the new generation is on disk, but some "
-    "engine pods did not load it (named in the output; a rerun asks them again); 7 with "
-    "--verify: the generation is not signed as required (refused: the old directory is "
-    "kept, no engine is asked)."
-)
-
-
 def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = wsub.add_parser(
         "sync",
         help="bring a standby's model directory to generation G from a store",
         description="Download what changed, stage the whole next model directory beside "
         "the target, swap it in atomically, then ask the tier's engines to load it (with "
-        "--reload). " + SYNC_EXITS,
+        "--reload). " + exits.described(exits.SYNC_EXITS),
     )
     s.add_argument(
         "--source",
