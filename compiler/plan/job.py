@@ -108,6 +108,7 @@ def job_args(spec: StandbySpec, sync: SyncPlan, tier: TierPlan) -> tuple[str, ..
         units.k8s_quantity(tier.sync_rate_bps // MIN_RATE_SHARE) + "bit/s",
         "--deadline",
         str(sync_budget(tier)),
+        *(["--allow-rollback"] if spec.spec.weight_sync.allow_rollback else []),
     ]
     if tier.reload is not None:
         args += [

@@ -228,6 +228,12 @@ class WeightSync(Model):
         "load reads the whole model from it. A ReadWriteMany claim shared by nodes is a "
         "network file system (EFS: 500MiB/s per client); the default is that",
     )
+    allow_rollback: bool = Field(
+        False,
+        description="let the Jobs bring a tier back to model.generation when it holds a later "
+        "one (a deliberate rollback: lower model.generation and set this). Without it a Job "
+        "of an older generation, retried late, leaves a tier that moved on as it is",
+    )
     backoff_limit: Count = 3
     active_deadline: Millis | None = Field(
         None,

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from tests.sync.conftest import (
     Nginx,
+    compiled_into,
     free_port,
     job_command,
+    job_container,
     kill_at,
     publish,
     sha256,
@@ -208,3 +210,44 @@ def test_the_first_sync_says_what_it_started_from(
         f"{tmp_path / 'weights/cold/llama-7b'}: nothing -> generation 42; weights:" in proc.stdout
     )
     assert "None" not in proc.stdout
+
+
+def test_a_late_retry_of_an_older_job_never_rolls_the_tier_back(
+    nginx: Nginx, generations: dict[int, Path], compiled: Path, tmp_path: Path
+) -> None:
+    """Generation 42's Job stays beside 43's (Jobs are named per generation): run again
+    after 43 swapped in, it leaves the tier at 43 and says so. A rollback the spec asks
+    for (weightSync.allowRollback, --allow-rollback in the Job) does go back."""
+    for g in (41, 42, 43):
+        publish(generations[g - 40], nginx.root, g)
+    weights = tmp_path / "weights"
+    cmd = job_command(compiled, "hot", source=nginx.url, weights=weights)
+    assert "--allow-rollback" not in cmd  # the example spec does not ask for rollbacks
+    code, doc, err = _sync(with_arg(cmd, "--generation", "43"))
+    assert code == 0 and doc["status"] == "updated", err
+    nginx.clear_log()
+    code, doc, err = _sync(with_arg(cmd, "--generation", "42"))
+    assert code == 0, err
+    assert doc["status"] == "newer" and doc["previous_generation"] == 43
+    assert doc["held_generation"] == 43
+    assert sha256(_model(weights)) == sha256(generations[3])  # still 43, bit for bit
+    assert _fetched(nginx) == ["/index.json"]  # nothing else asked of the store
+    text = subprocess.run([*with_arg(cmd, "--generation", "42"), "--format", "text"],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert "holds generation 43, later than 42: left as it is" in text.stdout
+
+    code, doc, err = _sync([*with_arg(cmd, "--generation", "42"), "--allow-rollback"])
+    assert code == 0, err
+    assert doc["status"] == "updated" and doc["previous_generation"] == 43
+    assert sha256(_model(weights)) == sha256(generations[2])
+
+
+def test_the_spec_asks_for_a_rollback_in_its_jobs(tmp_path: Path) -> None:
+    spec = tmp_path / "back.yaml"
+    spec.write_text(
+        "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: back, "
+        "namespace: ml}\nspec:\n  model: {generation: 41}\n  weightSync: {allowRollback: true}\n"
+    )
+    out = compiled_into(tmp_path / "out", spec)
+    for tier in ("hot", "warm", "cold"):
+        assert "--allow-rollback" in job_container(out, tier, "ml/back")["args"]

@@ -290,6 +290,13 @@ def _sync_parser(wsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="SECONDS",
         help="wait this long for another sync of the same target to finish (default 600)",
     )
+    s.add_argument(
+        "--allow-rollback",
+        action="store_true",
+        help="bring the target back to an earlier generation than it holds (without it, a "
+        "target holding a later generation is left as it is: a late retry of an older Job "
+        "never rolls a tier back)",
+    )
     s.add_argument("--pushgateway", metavar="URL", help="report the generation held there")
     s.add_argument(
         "--label",

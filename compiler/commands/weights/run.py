@@ -328,7 +328,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     try:
         sync(fetcher, args.target, args.generation, lock_wait=args.lock_wait,
              reload=_asker(engines), on_index=functools.partial(budget.sized, fetcher),
-             verify=verifier, into=result)  # fmt: skip
+             verify=verifier, into=result, allow_rollback=args.allow_rollback)  # fmt: skip
     except WeightsError as exc:
         error = exc
     except OSError as exc:
@@ -338,6 +338,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     finally:
         fetcher.close()
     held = args.generation if error is None else held_generation(args.target)
+    if result.status == "newer":
+        held = result.previous
     # What the last verification refused (a sync that failed before it keeps the last).
     refused = None if verifier is None else refused_generation(args.target) or 0
     if args.pushgateway and (held is not None or refused):

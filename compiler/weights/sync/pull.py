@@ -75,7 +75,7 @@ class SyncResult:
 
     previous: int | None = None
     found_by: str = ""  # how the current directory was found: cached, hashed, absent
-    status: str = ""  # "current" or "updated"
+    status: str = ""  # "current", "updated", or "newer" (it holds a later one: left alone)
     route: str = ""
     files: dict[str, list[str]] = field(default_factory=dict)  # kept/patched/whole -> names
     removed: list[str] = field(default_factory=list)  # local files the generation lacks
@@ -110,6 +110,11 @@ class SyncResult:
         }
 
     def text(self, target: Path, generation: int) -> str:
+        if self.status == "newer":
+            return (
+                f"{target}: holds generation {self.previous}, later than {generation}: left "
+                "as it is (a Job of an older spec; a deliberate rollback says --allow-rollback)"
+            )
         if self.status == "current":
             line = f"{target}: already at generation {generation} ({self.found_by})"
         else:
@@ -187,6 +192,7 @@ class _Run:
     local: StandbyDir
     generation: int
     verify: Verify | None
+    allow_rollback: bool = False
 
 
 def _update(run: _Run, result: SyncResult, index: Index) -> None:
@@ -196,6 +202,11 @@ def _update(run: _Run, result: SyncResult, index: Index) -> None:
     for attempt in (1, 2):
         current = local.current(index)
         result.previous, result.found_by = current.generation, current.how
+        later = current.generation is not None and current.generation > generation
+        if later and not run.allow_rollback:
+            # A late retry of an older generation's Job: never a rollback by accident.
+            result.status = "newer"
+            return
         route = plan_route(index, current.weights_digest, generation)
         gen = index.generations[generation]
         if current.digest == gen.digest:
@@ -245,11 +256,13 @@ def sync(
     on_index: Callable[[Index], None] | None = None,
     verify: Verify | None = None,
     into: SyncResult | None = None,
+    allow_rollback: bool = False,
 ) -> SyncResult:
     """Bring ``target`` to ``generation``; returns what the sync found and did.
     ``on_index`` sees the index as soon as it is read (to size the sync's budget). The
     result is filled in as the sync goes, into ``into`` when given: a caller that catches
-    an error still knows what the standby holds."""
+    an error still knows what the standby holds. A standby that holds a later generation
+    is left as it is (status "newer") unless ``allow_rollback``."""
     t0 = time.perf_counter()
     result = into if into is not None else SyncResult()
     result.fetch = fetcher.stats
@@ -261,7 +274,7 @@ def sync(
         local.check()
         local.clean_leftovers()
         try:
-            _update(_Run(fetcher, local, generation, verify), result, index)
+            _update(_Run(fetcher, local, generation, verify, allow_rollback), result, index)
         except BaseException as exc:
             # Nothing half-made stays: the staged directory and intermediate checkpoints
             # go; on a full disk the downloads too (they are what fills it), as after a
@@ -282,7 +295,7 @@ def sync(
             with contextlib.suppress(OSError):
                 local.remember_run("update", generation, bytes=result.fetch.bytes_fetched,
                                    seconds=round(time.perf_counter() - t0, 3))  # fmt: skip
-        if reload is not None:
+        if reload is not None and result.status != "newer":
             state_now = local.current(index)
 
             def save(record: dict[str, Any]) -> None:
