@@ -43,7 +43,7 @@ def line(plan: FailoverPlan, w: Watch) -> str:
     e = plan.egress
     steady = min(e.per_pod, e.cap) if w.per_pod else min(e.per_pod, e.cap) * e.replicas
     burst = min(e.burst_per_pod, e.cap) if w.per_pod else min(e.burst_per_pod, e.cap) * e.replicas
-    what = "each takeover pod" if w.per_pod else f"the {e.tier} tier in total"
+    what = "each standby pod" if w.per_pod else "the standby tiers together"
     head = (
         f"{w.alert} ({what} above {units.human_bits(w.threshold)} for "
         f"{units.human_seconds(w.for_s)}): the takeover sends {units.human_bits(steady)}"

@@ -65,7 +65,7 @@ def _takeover(plan: Plan) -> list[str]:
         f"the failed pods' serving traffic lands on the {e.tier} tier: {takeover.formula(i)}",
         e.verdict(),
         f"the {e.tier} tier in total: {units.human_bits(e.total)} "
-        f"({units.human_bits(e.burst_total)} at first), on a {i.link.label()}",
+        f"({units.human_bits(e.burst_total)} at first), on the link: {i.link.label()}",
         f"reconnects: at most {i.clients.connections} client connections x "
         f"{i.clients.handshake.label()} = {units.human_bytes(e.handshake_bytes)}, in parallel "
         "(each client on its own)",
