@@ -70,3 +70,28 @@ def test_a_generation_with_empty_files_reaches_every_standby(
         assert got == published
         for name in EMPTY:
             assert (target / name).is_file() and (target / name).stat().st_size == 0
+
+
+def test_an_unsigned_generation_after_a_signed_one_is_refused_unless_asked(
+    model: dict[int, Path], nginx: Nginx, tmp_path: Path
+) -> None:
+    """Every standby that verifies would refuse it, after downloading it: the publisher is
+    told at once, and the store is left as it was."""
+    key = ec_key(tmp_path / "publisher.key")
+    store = nginx.root / "store"
+    publish(model[1], store, 1, "--sign-key", str(key))
+    index = (store / "index.json").read_bytes()
+    unsigned = tmp_path / "unsigned"
+    shutil.copytree(model[2], unsigned)
+    (unsigned / "model.sig").unlink(missing_ok=True)
+    proc = subprocess.run(
+        [str(STANDBYC), "weights", "publish", str(unsigned), "--to", str(store),
+         "--generation", "2"], capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "generation 2 is not signed (no model.sig), and the store's latest, 1, is" in (
+        proc.stderr
+    )
+    assert (store / "index.json").read_bytes() == index
+    done = publish(unsigned, store, 2, "--allow-unsigned")
+    assert done["generation"] == 2

@@ -376,6 +376,12 @@ def _sign_options(pub: argparse.ArgumentParser) -> None:
         "is kept, and must sign standbyc-generation.json with this generation"
     )
     g.add_argument("--sign-key", type=Path, metavar="KEY", help="a PEM EC private key")
+    g.add_argument(
+        "--allow-unsigned",
+        action="store_true",
+        help="publish an unsigned generation into a store whose latest generation is signed "
+        "(refused without it: every standby that verifies would refuse the generation)",
+    )
     g.add_argument("--sign-cert", type=Path, metavar="CERT", help="its signing certificate (PEM)")
     g.add_argument(
         "--sign-chain",

@@ -58,6 +58,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
             merge=MergePolicy(args.merge, args.merge_window, args.merge_bound),
             excludes=tuple(excludes),
             max_file_size=cap,
+            allow_unsigned=args.allow_unsigned,
         )
         stats = publish(args.path, store, args.generation, options, writer=writer, progress=prog)
     doc = stats.to_json() | {"store": str(args.to), "signature": signature}

@@ -69,6 +69,7 @@ from compiler.weights.sync.modeldir import (
 )
 from compiler.weights.sync.patch import PATCH_CAP, make_patch
 from compiler.weights.sync.retention import prune
+from compiler.weights.sync.signed import SIGNATURE
 from compiler.weights.sync.snapshot import (
     Read,
     anchor_sums,
@@ -231,6 +232,9 @@ class PublishOptions:
     merge: MergePolicy = MergePolicy()  # noqa: RUF009 (frozen)
     excludes: tuple[str, ...] = DEFAULT_EXCLUDES
     max_file_size: int = MAX_FILE_SIZE
+    # An unsigned generation into a store whose latest generation is signed: every
+    # verifying standby would refuse it, so only on purpose.
+    allow_unsigned: bool = False
 
 
 def publish(
@@ -262,6 +266,8 @@ def publish(
             sink = writer or DirectoryStore()
             sink.prepare(store)
             before = read_index(DirectoryReader(store))
+            if not opts.allow_unsigned:
+                _refuse_unsigned(before, model, generation)
             try:
                 stats = _publish(_Job(model, store, generation, opts, progress, sink, before))
             except BaseException:
@@ -274,6 +280,21 @@ def publish(
                 raise
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+def _refuse_unsigned(before: Index | None, model: ModelDir, generation: int) -> None:
+    """Refuse an unsigned generation after a signed one: standbys that verify would refuse
+    it, one by one, after downloading it."""
+    if before is None or any(f.name == SIGNATURE for f in model.files):
+        return
+    latest = before.generations[before.latest]
+    if any(f.name == SIGNATURE for f in latest.files):
+        raise StoreError(
+            f"generation {generation} is not signed (no {SIGNATURE}), and the store's latest, "
+            f"{before.latest}, is: every standby that verifies would refuse it. Sign it "
+            "(--sign-key, or a model.sig your pipeline wrote), or publish it unsigned on "
+            "purpose (allow_unsigned; the command line's --allow-unsigned)"
+        )
 
 
 @contextlib.contextmanager
