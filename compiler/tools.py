@@ -91,6 +91,15 @@ def require(name: str) -> Path:
     return path
 
 
+def _unrunnable(name: str, binary: Path, exc: OSError) -> ToolMissing:
+    """A binary that is there but cannot be run (empty, truncated, another machine's):
+    the machine's state, said with the install command, never a bug of standbyc's."""
+    return ToolMissing(
+        f"{name} at {binary} cannot be run ({exc.strerror or exc}); reinstall it with: "
+        f"{install_hint(name)}"
+    )
+
+
 @dataclass(frozen=True)
 class Result:
     argv: tuple[str, ...]
@@ -144,6 +153,8 @@ def run(
         raise ToolFailed(
             f"{name} did not finish within {timeout:g} s\ncommand: {' '.join(argv)}"
         ) from None
+    except OSError as exc:
+        raise _unrunnable(name, binary, exc) from None
     seconds = time.perf_counter() - start
     result = Result(argv, proc.returncode, proc.stdout, proc.stderr or "", seconds)
     if proc.returncode not in ok_codes:
@@ -166,10 +177,13 @@ def start(name: str, args: Sequence[str], *, log: Path) -> subprocess.Popen[byte
     tied to the calling thread: start it from the thread that will stop it."""
     binary = require(name)
     with log.open("wb") as out:
-        return subprocess.Popen(
-            [str(binary), *args],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only sets the parent-death signal
-        )
+        try:
+            return subprocess.Popen(
+                [str(binary), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only sets the parent-death signal
+            )
+        except OSError as exc:
+            raise _unrunnable(name, binary, exc) from None

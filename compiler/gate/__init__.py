@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from compiler import tools
+from compiler.errors import ToolMissing
 from compiler.gate import apiserver as dryrun
 from compiler.gate import copies, kubeconform, kyverno, pint, promtool, schemas
 from compiler.gate.files import unreadable
@@ -218,6 +219,12 @@ def run_gate(
     have_pint = tools.find("pint") is not None
     have_kyverno = tools.find(kyverno.TOOL) is not None
     use_apiserver = dryrun.asked(apiserver)
+    if use_apiserver and (absent := dryrun.missing()):
+        # Asked for and not there: an error, so a CI that lost its tools does not pass.
+        raise ToolMissing(
+            f"--apiserver asked, but {', '.join(absent)} not installed; install: "
+            f"{tools.install_hint(dryrun.TOOL)}"
+        )
     sd = schemas.ensure(schema_dir or default_schema_dir(), versions)
 
     # A whole tree's report remembered from a run over the same bytes with the same

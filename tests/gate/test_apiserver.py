@@ -185,20 +185,39 @@ def test_validate_apiserver_names_file_object_and_the_servers_message(
 def test_without_the_binaries_the_gate_says_how_to_install_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, need: Callable[..., None]
 ) -> None:
+    """Asked for and missing is an error (exit 2), so a CI that lost its tools fails."""
     need("kubeconform", "promtool")
     found = tools.find
     monkeypatch.setattr(
         tools, "find", lambda name: None if name in ("kube-apiserver", "etcd") else found(name)
     )
     run = run_cli("validate", str(OUT), "--apiserver")
-    assert run.code == 0, run.err
+    assert run.code == 2, run.out
     hint = tools.install_hint("kube-apiserver")
     assert "standbyc tools install --optional" in hint
-    assert (
-        f"kube-apiserver: not installed (kube-apiserver, etcd), objects not dry-run "
-        f"(install: {hint})" in run.out
+    assert run.err == (
+        f"standbyc: --apiserver asked, but kube-apiserver, etcd not installed; install: {hint}\n"
     )
-    assert f"warning: {OUT}: --apiserver asked, but not installed" in run.out
+    assert run_cli("validate", str(OUT)).code == 0  # not asked: not needed
+
+
+@pytest.mark.parametrize("binary", ["kube-apiserver", "etcd"])
+@pytest.mark.parametrize("broken", ["empty", "not a program"])
+def test_a_server_binary_that_cannot_run_is_exit_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, need: Callable[..., None],
+    binary: str, broken: str,
+) -> None:  # fmt: skip
+    need("kubeconform", "promtool", "kube-apiserver", "etcd")
+    bad = tmp_path / "bin" / binary
+    bad.parent.mkdir()
+    bad.write_bytes(b"" if broken == "empty" else b"\x7fELF\x02\x01garbage")
+    bad.chmod(0o755)
+    found = tools.find
+    monkeypatch.setattr(tools, "find", lambda name: bad if name == binary else found(name))
+    run = run_cli("validate", str(OUT / ENGINE), "--apiserver")
+    assert run.code == 2, run.err
+    assert f"{binary} at {bad} cannot be run (" in run.err
+    assert "a bug in standbyc" not in run.err
 
 
 def test_emulation_covers_three_minors_back_and_says_what_it_does_not() -> None:
