@@ -13,6 +13,7 @@ every request), the refusal pushed to a real Pushgateway, and nothing left in wo
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from collections.abc import Callable
@@ -204,3 +205,99 @@ def test_an_attack_on_the_store_is_refused_and_changes_nothing(
     assert tree_bytes(target) == tree_bytes(signed[2])
     assert engine.requests  # verified: the engines are asked (this one answers nothing)
     assert pushed(pushgateway.metrics(), "standbyc_weights_refused_generation") == 0
+
+
+# --- a model.sig that cannot be read ---------------------------------------------------------
+
+
+def _resigned(s: dict[int, Path], work: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """Generation 2 with its model.sig (a JSON bundle) changed by ``change``."""
+    d = _copy(s[2], work)
+    doc = json.loads((d / "model.sig").read_text())
+    change(doc)
+    (d / "model.sig").write_text(json.dumps(doc))
+    return d
+
+
+def _payload(change: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], None]:
+    def edit(doc: dict[str, Any]) -> None:
+        env = doc["dsseEnvelope"]
+        payload = json.loads(base64.b64decode(env["payload"]))
+        env["payload"] = base64.b64encode(json.dumps(change(payload)).encode()).decode()
+
+    return edit
+
+
+def _shard_named_1(payload: dict[str, Any]) -> dict[str, Any]:
+    payload["predicate"]["resources"][0]["name"] = 1
+    return payload
+
+
+DEEP = "[" * 200_000 + "]" * 200_000
+
+
+def _write_sig(d: Path, text: str) -> Path:
+    (d / "model.sig").write_text(text)
+    return d
+
+
+def deeply_nested(s: dict[int, Path], work: Path) -> Path:
+    return _write_sig(_copy(s[2], work), DEEP)
+
+
+def nested_payload(s: dict[int, Path], work: Path) -> Path:
+    deep = base64.b64encode(DEEP.encode()).decode()
+    return _resigned(s, work, lambda d: d["dsseEnvelope"].update(payload=deep))
+
+
+def material_a_list(s: dict[int, Path], work: Path) -> Path:
+    return _resigned(s, work, lambda d: d.update(verificationMaterial=[]))
+
+
+def chain_entry_a_string(s: dict[int, Path], work: Path) -> Path:
+    material = {"x509CertificateChain": {"certificates": ["x"]}}
+    return _resigned(s, work, lambda d: d.update(verificationMaterial=material))
+
+
+def raw_bytes_not_base64(s: dict[int, Path], work: Path) -> Path:
+    material = {"certificate": {"rawBytes": "!!not base64!!"}}
+    return _resigned(s, work, lambda d: d.update(verificationMaterial=material))
+
+
+def resource_named_1(s: dict[int, Path], work: Path) -> Path:
+    return _resigned(s, work, _payload(_shard_named_1))
+
+
+MALFORMED: dict[str, Callable[[dict[int, Path], Path], Path]] = {
+    "deeply nested JSON": deeply_nested,
+    "a nested payload": nested_payload,
+    "verificationMaterial a list": material_a_list,
+    "a chain entry a string": chain_entry_a_string,
+    "bad base64 in rawBytes": raw_bytes_not_base64,
+    "a resource with an integer name": resource_named_1,
+}
+
+
+@pytest.mark.parametrize("malformed", sorted(MALFORMED))
+def test_a_signature_that_cannot_be_read_is_a_refusal(
+    malformed: str, signed: dict[int, Path], keys: Keys, tmp_path: Path, *,
+    nginx: Nginx, pushgateway: Pushgateway,
+) -> None:  # fmt: skip
+    """Whoever can write the store must not turn "weights refused" into "Job failed": every
+    signature that cannot be verified is refused (exit 8, pushed, the old directory kept),
+    never an internal error."""
+    store = Store(nginx.root, nginx.url)
+    store.put(signed[1], 1)
+    target = tmp_path / "weights/hot/llama"
+    trust = key_trust(keys)
+    code, _, err = sync(target, store.source, 1, *trust, *reports(pushgateway.url))
+    assert code == 0, err
+    before = tree_bytes(target)
+    store.put(MALFORMED[malformed](signed, tmp_path), 2)
+    code, doc, err = sync(target, store.source, 2, *trust, *reports(pushgateway.url))
+    assert code == 8, err
+    assert "Traceback" not in err and "a bug in standbyc" not in err
+    assert "generation 2 refused: " in doc["error"], doc["error"]
+    assert tree_bytes(target) == before
+    assert (doc["held_generation"], doc["refused_generation"]) == (1, 2)
+    assert pushed(pushgateway.metrics(), "standbyc_weights_refused_generation") == 2

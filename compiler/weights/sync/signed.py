@@ -109,6 +109,12 @@ class Bundle:
         return {"files": len(self.files), "hash": s["hash_type"], "method": s["method"]}
 
 
+# What a malformed bundle can raise while it is read: anything an attacker who can write
+# the store can reach must be a refusal (exit 8, pushed), never an internal error.
+_MALFORMED = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError,
+              RecursionError, binascii.Error)  # fmt: skip
+
+
 def read_bundle(path: Path) -> Bundle:
     """Parse ``model.sig`` (a Sigstore bundle of an in-toto statement); SignatureRefused
     when it is not one the library's v1.0 format makes."""
@@ -117,16 +123,23 @@ def read_bundle(path: Path) -> Bundle:
             raw = f.read(BUNDLE_CAP + 1)
         if len(raw) > BUNDLE_CAP:
             raise ValueError(f"over {BUNDLE_CAP} bytes")
-        doc = json.loads(raw)
-        payload = json.loads(base64.b64decode(doc["dsseEnvelope"]["payload"], validate=True))
+        doc = _mapping(json.loads(raw), "the bundle")
+        envelope = _mapping(doc["dsseEnvelope"], "dsseEnvelope")
+        payload = _mapping(
+            json.loads(base64.b64decode(envelope["payload"], validate=True)), "the payload"
+        )
         statement_type = payload["predicateType"]
-        serialization = payload["predicate"]["serialization"]
-        names = [r["name"] for r in payload["predicate"]["resources"]]
+        predicate = _mapping(payload["predicate"], "the predicate")
+        serialization = _mapping(predicate["serialization"], "serialization")
+        names = [_mapping(r, "a resource")["name"] for r in predicate["resources"]]
+        if not all(isinstance(n, str) for n in names):
+            raise TypeError("a resource name is not a string")
         method = serialization["method"]
         if not isinstance(serialization.get("hash_type"), str) or method not in _METHODS:
             raise ValueError(f"serialization {serialization!r}")
-    except (OSError, ValueError, KeyError, TypeError, binascii.Error) as exc:
-        raise SignatureRefused(f"{path}: not a model signature bundle ({exc})") from None
+        leaf = _leaf(doc)
+    except _MALFORMED as exc:
+        raise SignatureRefused(f"{path}: not a model signature bundle ({_said(exc)})") from None
     if statement_type != PREDICATE:
         raise SignatureRefused(
             f"{path}: a signature of predicate {statement_type!r}, not {PREDICATE}: before "
@@ -134,16 +147,36 @@ def read_bundle(path: Path) -> Bundle:
         )
     if method == "shards":  # "<file>:<start>:<end>"
         names = [n.rsplit(":", 2)[0] for n in names]
-    if not all(isinstance(n, str) for n in names):
-        raise SignatureRefused(f"{path}: a resource name is not a string")
-    return Bundle(frozenset(names), serialization, _leaf(doc))
+    return Bundle(frozenset(names), serialization, leaf)
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} is a {type(value).__name__}, not an object")
+    return value
+
+
+def _said(exc: BaseException) -> str:
+    """A short reason: a nesting too deep for the parser says so, not a stack's worth."""
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    return str(exc)[:300] or type(exc).__name__
 
 
 def _leaf(doc: dict[str, Any]) -> bytes | None:
-    material = doc.get("verificationMaterial") or {}
-    chain = (material.get("x509CertificateChain") or {}).get("certificates") or []
-    raw = chain[0].get("rawBytes") if chain else (material.get("certificate") or {}).get("rawBytes")
-    return base64.b64decode(raw) if isinstance(raw, str) else None
+    """The signing certificate's DER, if the bundle carries one."""
+    material = _mapping(doc.get("verificationMaterial") or {}, "verificationMaterial")
+    chain = _mapping(material.get("x509CertificateChain") or {}, "x509CertificateChain")
+    certificates = chain.get("certificates") or []
+    if certificates:
+        raw = _mapping(certificates[0], "a certificate")["rawBytes"]
+    else:
+        raw = _mapping(material.get("certificate") or {}, "certificate").get("rawBytes")
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise TypeError("rawBytes is not a string")
+    return base64.b64decode(raw, validate=True)
 
 
 def certificate_identities(der: bytes) -> list[str]:

@@ -105,7 +105,10 @@ def check(
 def _check_identity(leaf: bytes | None, trust: Trust) -> None:
     if leaf is None:
         raise SignatureRefused("the signature carries no signing certificate")
-    found = certificate_identities(leaf)
+    try:
+        found = certificate_identities(leaf)
+    except ValueError as exc:  # not a certificate: the library had no use for it
+        raise SignatureRefused(f"the bundle's signing certificate does not parse ({exc})") from None
     if trust.identity not in found:
         raise SignatureRefused(
             f"the signing certificate is for {', '.join(found) or 'no identity'}, not "
