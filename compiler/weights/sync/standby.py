@@ -262,6 +262,10 @@ def _hashed(target: Path, index: Index) -> Current:
         return Current(None, None, f"unreadable ({exc})")
     files = {}
     for f in model.files:
+        if f.path != target / f.name:
+            # A link planted in the directory (standbyc writes none): never reused, and
+            # the directory's digest unknown, so the next sync rebuilds without it.
+            continue
         try:
             files[f.name] = sha256_file(f.path)
         except (OSError, WeightsError):

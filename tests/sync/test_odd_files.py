@@ -1,7 +1,11 @@
-"""A generation holding an empty file (an empty ``.gitattributes``, a placeholder, an empty
-``added_tokens.json``: ordinary in model repositories) reaches every standby through nginx:
-a new one, one a generation behind, and one that verifies the publisher's signature. The
-empty file arrives as an empty file, and the rest bit for bit."""
+"""Files of a model directory a sync must take as they are, through nginx:
+
+- a generation holding an empty file (an empty ``.gitattributes``, a placeholder, an empty
+  ``added_tokens.json``: ordinary in model repositories) reaches a new standby, one a
+  generation behind, and one that verifies the publisher's signature, the empty file as
+  an empty file and the rest bit for bit;
+- an unsigned generation after a signed one is refused at publish unless asked for;
+- a link planted in a standby's model directory is repaired by the next sync."""
 
 from __future__ import annotations
 
@@ -95,3 +99,26 @@ def test_an_unsigned_generation_after_a_signed_one_is_refused_unless_asked(
     assert (store / "index.json").read_bytes() == index
     done = publish(unsigned, store, 2, "--allow-unsigned")
     assert done["generation"] == 2
+
+
+@pytest.mark.parametrize("link", ["../config.json", "../.gitattributes"])
+def test_a_link_planted_in_the_model_directory_is_repaired(
+    model: dict[int, Path], nginx: Nginx, tmp_path: Path, link: str
+) -> None:
+    """A relative link planted beside a standby's files, pointing at one of them, is never
+    reused and is gone after the next sync, at the same generation or the next one."""
+    store = nginx.root / "store"
+    publish(model[1], store, 1)
+    publish(model[2], store, 2)
+    url = f"{nginx.url}store/"
+    target = tmp_path / "standby" / "model"
+    _sync(url, target, 1)
+    planted = target / "extra" / "link.txt"
+    for generation, status in ((1, "updated"), (2, "updated"), (2, "current")):
+        if status == "updated":
+            planted.parent.mkdir(exist_ok=True)
+            planted.symlink_to(link)
+        doc = _sync(url, target, generation)
+        assert doc["status"] == status, doc
+        assert not planted.is_symlink()
+        assert tree_bytes(target) == tree_bytes(model[generation])
