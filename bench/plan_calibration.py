@@ -88,7 +88,7 @@ def one_run(gens: dict[int, Path], work: Path, key: Path, nginx: Nginx) -> dict[
     out["cat"] = timed(["sh", "-c", 'cat "$@" > /dev/null', "cat", *files])
     for signed in (False, True):
         store = nginx.root / ("signed" if signed else "plain")
-        sign = ["--sign-key", str(key)] if signed else []
+        sign = ["--sign-key", str(key), "--model", "calibrated"] if signed else []
         run("weights", "publish", str(gens[1]), "--to", str(store), "--generation", "1", *sign)
         _, wall = run("weights", "publish", str(gens[2]), "--to", str(store),
                       "--generation", "2", *sign)  # fmt: skip

@@ -109,7 +109,7 @@ def _sync_runs(
         shutil.copytree(src, signed[g])
         doc, publish_s, _ = run(["weights", "publish", str(signed[g]), "--to", str(nginx.root),
                               "--generation", str(g), "--sign-key", str(key),
-                              "--sign-hash", hashing])  # fmt: skip
+                              "--model", "bench", "--sign-hash", hashing])  # fmt: skip
     base = work / "standby"
     target = base / "hot/llama"
     trust = ["--verify", "key", "--verify-trust", str(key.with_suffix(".pub"))]

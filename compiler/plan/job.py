@@ -70,8 +70,10 @@ def target(sync: SyncPlan, tier: str, model_path: str) -> str:
     return f"{sync.mount}/{tier}/{PurePosixPath(model_path).name}"
 
 
-def verify_args(verify: Verify) -> list[str]:
-    args = ["--verify", verify.type, "--verify-trust", f"{VERIFY_DIR}/{verify.trust_file.key}"]
+def verify_args(verify: Verify, model: str) -> list[str]:
+    """The Job's --verify flags: the trust, and the model each generation must be signed as."""
+    args = ["--verify", verify.type, "--verify-trust", f"{VERIFY_DIR}/{verify.trust_file.key}",
+            "--verify-model", model]  # fmt: skip
     if not isinstance(verify, KeyVerify):
         args += ["--verify-identity", verify.identity]
     if verify.type == "sigstore":
@@ -134,7 +136,7 @@ def job_args(spec: StandbySpec, sync: SyncPlan, tier: TierPlan) -> tuple[str, ..
         if tier.reload.swap:
             args += ["--engine-swap", tier.reload.swap]
     if sync.verify is not None:  # each generation's signature, checked before the swap
-        args += verify_args(sync.verify)
+        args += verify_args(sync.verify, model.name)
     if sync.pushgateway:
         args += ["--pushgateway", sync.pushgateway]
         for key, value in {**sync.report_labels, "tier": tier.name}.items():

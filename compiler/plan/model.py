@@ -340,7 +340,11 @@ class Plan:
             out.append(f"a store served at {sync.store.url} (standbyc weights publish output)")
         if sync.store.credentials is not None:
             out.append(self._store_credentials(sync.store.credentials))
-        out += [verify_requirement(self.namespace, sync.verify)] if sync.verify else []
+        out += (
+            [verify_requirement(self.namespace, sync.verify, self.model_name)]
+            if sync.verify
+            else []
+        )
         if sync.pushgateway:
             out.append(
                 f"a Pushgateway at {sync.pushgateway}, scraped by Prometheus with "
@@ -394,7 +398,7 @@ def _source(namespace: str, f: TrustFile) -> str:
     return f"ConfigMap {namespace}/{f.config_map_name}"
 
 
-def verify_requirement(namespace: str, verify: Verify) -> str:
+def verify_requirement(namespace: str, verify: Verify, model: str) -> str:
     """The requires line: what the user provides, and what the publisher must do."""
     f = verify.trust_file
     what = {
@@ -405,8 +409,9 @@ def verify_requirement(namespace: str, verify: Verify) -> str:
         f"{getattr(verify, 'identity', '')} from {getattr(verify, 'issuer', '')}",
     }[verify.type]
     return (
-        f"{_source(namespace, f)} with the key {f.key}: {what}; every generation signed "
-        "(standbyc weights publish --sign-key, or model.sig and standbyc-generation.json "
+        f"{_source(namespace, f)} with the key {f.key}: {what}; every generation signed as "
+        f"one of {model} (standbyc weights publish --sign-key KEY --model {model}, or "
+        "model.sig and a standbyc-generation.json naming the generation and the model, "
         f"written by your pipeline), or the Jobs refuse it (exit {REFUSED_EXIT}, "
         "StandbyWeightsRefused)"
     )

@@ -127,7 +127,7 @@ def _weights(plan: Plan) -> list[str]:
             "signed generations only: each weight-sync Job verifies the directory it staged "
             "(OpenSSF Model Signing, spec.weightSync.verify) before the swap, and refuses the "
             "rest (StandbyWeightsRefused); it needs "
-            f"{verify_requirement(plan.namespace, plan.sync.verify)}"
+            f"{verify_requirement(plan.namespace, plan.sync.verify, plan.model_name)}"
         )
     return rows
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from tests.sync.s3bucket import S3
 
 STANDBYC = Path(sys.executable).with_name("standbyc")  # the console script, as in the image
+MODEL = "llama-7b"  # the example spec's model.name: what signed generations are of
 
 
 @pytest.fixture
@@ -347,7 +348,8 @@ def signed(
     for g in (1, 2):
         out[g] = d / f"g{g}"
         shutil.copytree(sharded[g], out[g])
-        doc = publish(out[g], d / "scratch", g, "--sign-key", str(keys.publisher))
+        doc = publish(out[g], d / "scratch", g, "--sign-key", str(keys.publisher),
+                      "--model", MODEL)  # fmt: skip
         assert doc["signature"]["how"] == "signed", doc
     return out
 

@@ -54,7 +54,7 @@ def test_a_generation_with_empty_files_reaches_every_standby(
     model: dict[int, Path], nginx: Nginx, tmp_path: Path, signed: bool
 ) -> None:
     key = ec_key(tmp_path / "publisher.key")
-    sign = ["--sign-key", str(key)] if signed else []
+    sign = ["--sign-key", str(key), "--model", "odd"] if signed else []
     verify = ["--verify", "key", "--verify-trust", str(key.with_suffix(".pub"))] if signed else []
     store = nginx.root / "store"
     publish(model[1], store, 1, *sign)
@@ -83,7 +83,7 @@ def test_an_unsigned_generation_after_a_signed_one_is_refused_unless_asked(
     told at once, and the store is left as it was."""
     key = ec_key(tmp_path / "publisher.key")
     store = nginx.root / "store"
-    publish(model[1], store, 1, "--sign-key", str(key))
+    publish(model[1], store, 1, "--sign-key", str(key), "--model", "odd")
     index = (store / "index.json").read_bytes()
     unsigned = tmp_path / "unsigned"
     shutil.copytree(model[2], unsigned)

@@ -26,7 +26,7 @@ import pytest
 from compiler.weights.sync.publish import PublishOptions
 from compiler.weights.sync.publish import publish as store_publish
 from tests.servers import Pushgateway
-from tests.sync.conftest import Nginx, publish, tree_bytes
+from tests.sync.conftest import MODEL, Nginx, publish, tree_bytes
 from tests.sync.s3bucket import BUCKET, S3
 from tests.sync.signing import Keys, Listener, key_trust, pushed, reports, sync
 
@@ -121,7 +121,8 @@ def replayed_generation_1(s: dict[int, Path], work: Path, keys: Keys) -> Path:
 
 def signed_by_another_key(s: dict[int, Path], work: Path, keys: Keys) -> Path:
     d = tampered_shard(s, work, keys)
-    doc = publish(d, work / "attacker-store", 2, "--sign-key", str(keys.attacker))
+    doc = publish(d, work / "attacker-store", 2, "--sign-key", str(keys.attacker),
+                  "--model", MODEL)  # fmt: skip
     assert doc["signature"]["how"] == "signed"
     return d
 

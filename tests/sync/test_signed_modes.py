@@ -18,7 +18,7 @@ import pytest
 from compiler.weights.sync.publish import publish as store_publish
 from compiler.weights.sync.signed import MARKER, marker_bytes
 from tests.servers import Pushgateway
-from tests.sync.conftest import Nginx, publish, run_standbyc, sha256, tree_bytes
+from tests.sync.conftest import MODEL, Nginx, publish, run_standbyc, sha256, tree_bytes
 from tests.sync.minisigstore import Sigstore
 from tests.sync.s3bucket import BUCKET, S3
 from tests.sync.signing import LABELS, Keys, Listener, key_trust, pushed, reports, sync
@@ -36,7 +36,8 @@ def _cert_signed(src: Path, dest: Path, generation: int, leaf: tuple[Path, Path]
     key, cert = leaf
     chain = cert.parent / "intermediate.pem"
     doc = publish(dest, dest.parent / f"scratch-{dest.name}", generation, "--sign-key", str(key),
-                  "--sign-cert", str(cert), "--sign-chain", str(chain))  # fmt: skip
+                  "--sign-cert", str(cert), "--sign-chain", str(chain),
+                  "--model", MODEL)  # fmt: skip
     assert doc["signature"]["how"] == "signed", doc
     return dest
 
@@ -164,7 +165,7 @@ def test_publish_signs_once_and_refuses_what_it_cannot_sign(
 ) -> None:
     model = tmp_path / "model"
     shutil.copytree(sharded[1], model)
-    sign = ("--sign-key", str(keys.publisher))
+    sign = ("--sign-key", str(keys.publisher), "--model", MODEL)
     first = publish(model, tmp_path / "store", 7, *sign)
     assert first["signature"]["how"] == "signed"
     again = publish(model, tmp_path / "store", 7, *sign)  # the same signature: nothing to do
@@ -199,7 +200,7 @@ def test_an_s3_publish_and_a_merged_delta_keep_the_signature(
         proc = subprocess.run(
             [str(Path(sys.executable).with_name("standbyc")), "weights", "publish", str(model),
              "--to", f"{source}/", "--generation", str(g), "--cache", str(cache),
-             "--sign-key", str(keys.publisher), "--format", "json"],
+             "--sign-key", str(keys.publisher), "--model", MODEL, "--format", "json"],
             capture_output=True, text=True, env=s3.env(), timeout=300, check=False,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
@@ -279,3 +280,55 @@ def test_keyless_sigstore_signatures_verify_offline_with_their_trust_root(
     store_publish(signed[1], nginx.root, 1)
     code, doc, err = sync(target, nginx.url, 1, *keyless("release@example.com", issuer))
     assert code == 8, err
+
+
+def test_another_models_signature_is_refused(
+    sharded: dict[int, Path], keys: Keys, nginx: Nginx, tmp_path: Path
+) -> None:
+    """Model B's generation 2, signed with the same release key and published into model
+    A's store, is refused by A's standbys (the compiled Jobs verify the spec's model.name),
+    and so is a signature that binds no model; A's own is taken."""
+    trust = [*key_trust(keys), "--verify-model", MODEL]
+    other = tmp_path / "model-b"
+    shutil.copytree(sharded[2], other)
+    doc = publish(other, tmp_path / "scratch-b", 2, "--sign-key", str(keys.publisher),
+                  "--model", "mistral-7b")  # fmt: skip
+    assert doc["signature"]["how"] == "signed"
+    publish(other, nginx.root, 2)
+    target = tmp_path / "weights/hot/llama"
+    code, doc, err = sync(target, nginx.url, 2, *trust)
+    assert code == 8, err
+    assert "the signature is of model 'mistral-7b', not 'llama-7b'" in doc["error"]
+    assert not target.exists()
+    # A marker without a model: a signature made before models were bound.
+    unbound = tmp_path / "unbound"
+    shutil.copytree(sharded[2], unbound)
+    (unbound / MARKER).write_bytes(marker_bytes(2))
+    cli = Path(sys.executable).with_name("model_signing")
+    proc = subprocess.run(
+        [str(cli), "sign", "key", "--private_key", str(keys.publisher),
+         "--signature", str(unbound / "model.sig"), str(unbound)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    store = tmp_path / "store-unbound"
+    publish(unbound, store, 2)
+    proc = run_standbyc("weights", "publish", str(unbound), "--to", str(tmp_path / "s4"),
+                        "--generation", "2", "--model", MODEL)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr  # publish says so before any standby does
+    assert "signed as a generation of no model, published as one of llama-7b" in proc.stderr
+    # A's own generation 2: verified, model and all.
+    mine = tmp_path / "model-a"
+    shutil.copytree(sharded[2], mine)
+    publish(mine, tmp_path / "scratch-a", 2, "--sign-key", str(keys.publisher), "--model", MODEL)
+    nginx_store = nginx.root
+    shutil.rmtree(nginx_store)
+    nginx_store.mkdir()
+    publish(mine, nginx_store, 2)
+    code, doc, err = sync(target, nginx.url, 2, *trust)
+    assert code == 0, err
+    assert doc["verified"]["model"] == MODEL
+    # The publisher asks for a model to bind.
+    proc = run_standbyc("weights", "publish", str(mine), "--to", str(tmp_path / "s5"),
+                        "--generation", "3", "--sign-key", str(keys.publisher))  # fmt: skip
+    assert proc.returncode == 2 and "--sign-key needs --model NAME" in proc.stderr

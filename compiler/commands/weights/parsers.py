@@ -377,6 +377,13 @@ def _sign_options(pub: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--sign-key", type=Path, metavar="KEY", help="a PEM EC private key")
     g.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the model this is a generation of, as the spec names it (model.name): the "
+        "signature binds it with the generation (needed with --sign-key; without it, a "
+        "model.sig already in DIR must name this model)",
+    )
+    g.add_argument(
         "--allow-unsigned",
         action="store_true",
         help="publish an unsigned generation into a store whose latest generation is signed "
@@ -422,6 +429,12 @@ def _verify_options(s: argparse.ArgumentParser) -> None:
     )
     v.add_argument("--verify-identity", metavar="ID", help="the signer's identity")
     v.add_argument("--verify-issuer", metavar="URL", help="sigstore: the OIDC issuer")
+    v.add_argument(
+        "--verify-model",
+        metavar="NAME",
+        help="the model the generation must be signed as (the compiled Jobs give the spec's "
+        "model.name): another model's signed generation is refused",
+    )
 
 
 def _s3_options(p: argparse._ActionsContainer) -> None:

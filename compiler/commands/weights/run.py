@@ -47,7 +47,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-file-size: {exc}") from None
     excludes = [*([] if args.no_default_excludes else DEFAULT_EXCLUDES), *args.exclude]
     store, writer = _store(args)
-    signature = prepare(args.path, args.generation, _signer(args), excludes)
+    signature = prepare(args.path, args.generation, _signer(args), excludes, args.model or "")
     total = 2 * path_bytes(args.path)  # hash it, then diff against the last anchor
     with byte_progress("publish", total, args.format == "text") as prog:
         options = PublishOptions(
@@ -154,7 +154,13 @@ def _signer(args: argparse.Namespace) -> Signer | None:
         if args.sign_cert or args.sign_chain:
             raise UsageError("--sign-cert and --sign-chain need --sign-key")
         return None
-    return Signer(args.sign_key, args.sign_cert, tuple(args.sign_chain), args.sign_hash)
+    if not args.model:
+        raise UsageError(
+            "--sign-key needs --model NAME, the model's name as the spec names it "
+            "(model.name): the signature binds it, so another model's standbys refuse it"
+        )
+    return Signer(args.sign_key, args.sign_cert, tuple(args.sign_chain), args.sign_hash,
+                  args.model)  # fmt: skip
 
 
 def _verifier(args: argparse.Namespace) -> Verifier | None:
@@ -162,8 +168,8 @@ def _verifier(args: argparse.Namespace) -> Verifier | None:
     needs = {"key": (), "certificate": ("identity",), "sigstore": ("identity", "issuer")}
     given = [f for f in ("trust", "identity", "issuer") if getattr(args, f"verify_{f}")]
     if args.verify is None:
-        if given:
-            raise UsageError(f"--verify-{given[0]} needs --verify")
+        if given or args.verify_model:
+            raise UsageError(f"--verify-{(given or ['model'])[0]} needs --verify")
         return None
     for flag in ("trust", *needs[args.verify]):
         if flag not in given:
@@ -174,7 +180,7 @@ def _verifier(args: argparse.Namespace) -> Verifier | None:
     if not args.verify_trust.is_file():
         raise UsageError(f"--verify-trust {args.verify_trust}: no such file")
     trust = Trust(args.verify, args.verify_trust, args.verify_identity or "",
-                  args.verify_issuer or "")  # fmt: skip
+                  args.verify_issuer or "", args.verify_model or "")  # fmt: skip
     return Verifier(trust)
 
 

@@ -50,15 +50,21 @@ class Signer:
     certificate: Path | None = None  # the signing certificate (its public key is the key's)
     chain: tuple[Path, ...] = ()  # the certificates above it
     hash: str = "blake3"  # what the signature hashes each file with
+    model: str = ""  # the model it signs a generation of (the spec's model.name)
 
     def describe(self) -> str:
         return f"the key {self.key}" + (f" and {self.certificate}" if self.certificate else "")
 
 
 def prepare(
-    directory: Path, generation: int, signer: Signer | None, excludes: Sequence[str]
+    directory: Path,
+    generation: int,
+    signer: Signer | None,
+    excludes: Sequence[str],
+    model: str = "",
 ) -> dict[str, Any]:
-    """Sign ``directory`` as ``generation`` (or keep its signature); what was done."""
+    """Sign ``directory`` as ``generation`` of ``model`` (or keep its signature, which must
+    say the same); what was done."""
     sig = directory / SIGNATURE
     if not directory.is_dir():
         if signer is not None:
@@ -67,7 +73,7 @@ def prepare(
     if signer is None:
         if not sig.exists():
             return {"how": "unsigned"}
-        _check_binding(directory, generation, excludes)
+        _check_binding(directory, generation, excludes, model)
         return {"how": "kept", "by": "the directory's own model.sig"}
     _check_signer(signer)
     names = _published(directory, excludes)
@@ -92,7 +98,9 @@ def _published(directory: Path, excludes: Sequence[str]) -> set[str]:
     return {f.name for f in (*model.weight_files, *model.files)}
 
 
-def _check_binding(directory: Path, generation: int, excludes: Sequence[str]) -> None:
+def _check_binding(
+    directory: Path, generation: int, excludes: Sequence[str], model: str = ""
+) -> None:
     """A pipeline's own signature: it must bind this generation and cover what is
     published, or every standby would refuse it."""
     sig = directory / SIGNATURE
@@ -103,14 +111,19 @@ def _check_binding(directory: Path, generation: int, excludes: Sequence[str]) ->
     if MARKER not in bundle.files or not (directory / MARKER).is_file():
         raise StoreError(
             f"{sig}: it does not sign {MARKER}, so it binds no generation: write "
-            f"{marker_bytes(generation).decode().strip()} to {directory / MARKER} before "
+            f"{marker_bytes(generation, model).decode().strip()} to {directory / MARKER} before "
             "signing (or publish with --sign-key)"
         )
-    signed = read_marker(directory / MARKER)
-    if signed != generation:
+    marker = read_marker(directory / MARKER)
+    if marker.generation != generation:
         raise StoreError(
-            f"{sig}: signed as generation {signed}, published as {generation}: standbys "
-            "would refuse it"
+            f"{sig}: signed as generation {marker.generation}, published as {generation}: "
+            "standbys would refuse it"
+        )
+    if model and marker.model != model:
+        raise StoreError(
+            f"{sig}: signed as a generation of {marker.model or 'no model'}, published as one "
+            f"of {model}: standbys that verify the model would refuse it"
         )
     unsigned = sorted(_published(directory, excludes) - bundle.files - {SIGNATURE})
     if unsigned:
@@ -133,7 +146,7 @@ def _made_by(directory: Path, generation: int, signer: Signer, names: set[str]) 
         public = Path(tmp) / "key.pub"
         public.write_bytes(pem)
         try:
-            check(directory, generation, Trust("key", public), names)
+            check(directory, generation, Trust("key", public, model=signer.model), names)
         except (SignatureRefused, StoreError):
             return False
     if signer.certificate is None:
@@ -171,7 +184,7 @@ def _sign(directory: Path, generation: int, signer: Signer, excludes: Sequence[s
     for leftover in directory.glob(f".*{TMP}"):
         leftover.unlink()
     try:
-        _write(directory / MARKER, marker_bytes(generation))
+        _write(directory / MARKER, marker_bytes(generation, signer.model))
     except OSError as exc:
         raise StoreError(
             f"{directory}: cannot write {MARKER} and {SIGNATURE} there ({exc.strerror}); "

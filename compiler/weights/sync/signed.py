@@ -46,13 +46,23 @@ _METHODS = ("files", "shards")
 MODES = ("key", "certificate", "sigstore")
 
 
-def marker_bytes(generation: int) -> bytes:
-    doc = {"format": MARKER_FORMAT, "generation": generation}
+def marker_bytes(generation: int, model: str = "") -> bytes:
+    """The marker a signature covers: the generation, and the model it is a generation of
+    (the spec's model.name), so another model's signed generation is no use here."""
+    doc: dict[str, Any] = {"format": MARKER_FORMAT, "generation": generation}
+    if model:
+        doc["model"] = model
     return (json.dumps(doc, sort_keys=True) + "\n").encode()
 
 
-def read_marker(path: Path) -> int:
-    """The generation a marker file says; StoreError when it says none."""
+@dataclass(frozen=True)
+class Marker:
+    generation: int
+    model: str  # "": a marker that names no model
+
+
+def read_marker(path: Path) -> Marker:
+    """What a marker file says; StoreError when it says no generation."""
     try:
         with path.open("rb") as f:
             data = f.read(MARKER_CAP + 1)
@@ -60,11 +70,15 @@ def read_marker(path: Path) -> int:
     except (OSError, ValueError) as exc:
         raise StoreError(f"{path}: not a generation marker ({exc})") from None
     gen = doc.get("generation") if isinstance(doc, dict) else None
+    model = doc.get("model", "") if isinstance(doc, dict) else None
     if doc is None or doc.get("format") != MARKER_FORMAT or type(gen) is not int:
         raise StoreError(
-            f"{path}: not a generation marker (expected {marker_bytes(42).decode().strip()})"
+            f"{path}: not a generation marker (expected "
+            f"{marker_bytes(42, 'llama-7b').decode().strip()})"
         )
-    return gen
+    if not isinstance(model, str):
+        raise StoreError(f"{path}: its model is not a string")
+    return Marker(gen, model)
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,7 @@ class Trust:
     material: Path  # PEM public key, PEM chain, or Sigstore ClientTrustConfig JSON
     identity: str = ""
     issuer: str = ""
+    model: str = ""  # the model the generation must be signed as ("": any)
 
     def fingerprint(self) -> str:
         """Changes with the trust: a generation verified under another key counts as not
@@ -85,7 +100,7 @@ class Trust:
             material = hashlib.sha256(self.material.read_bytes()).hexdigest()
         except OSError as exc:
             raise StoreError(f"{self.material}: cannot read the trust material: {exc}") from None
-        doc = [self.mode, material, self.identity, self.issuer]
+        doc = [self.mode, material, self.identity, self.issuer, self.model]
         return hashlib.sha256(json.dumps(doc).encode()).hexdigest()
 
     def describe(self) -> str:

@@ -84,18 +84,28 @@ def check(
             f"directory after writing {MARKER} (`standbyc weights publish --sign-key` does)"
         )
     try:
-        signed = read_marker(directory / MARKER)
+        marker = read_marker(directory / MARKER)
     except StoreError as exc:
         raise SignatureRefused(str(exc)) from None
+    signed = marker.generation
     if signed != generation:
         raise SignatureRefused(
             f"the signature is of generation {signed}, not {generation}: a signed generation "
             "replayed under another number"
         )
+    if trust.model and marker.model != trust.model:
+        raise SignatureRefused(
+            f"the signature is of model {marker.model!r}, not {trust.model!r}: another "
+            "model's signed generation, published into this store"
+            if marker.model
+            else f"the signature binds no model, and {trust.model!r} is required: sign it "
+            f"again with publish --sign-key --model {trust.model}"
+        )
     if trust.mode == "certificate":
         _check_identity(bundle.leaf, trust)
     return {
         "generation": signed,
+        "model": marker.model,
         "trust": trust.describe(),
         **bundle.to_json(),
         "seconds": round(time.perf_counter() - t0, 3),
