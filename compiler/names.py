@@ -84,9 +84,10 @@ def of(spec: StandbySpec) -> Names:
         connection_pool=f"{name}-connection-pool",
         grpc_channel_args=f"{name}-grpc-channel-args",
         qos=f"{name}-qos",
-        # ClusterPolicy is cluster-scoped: include the namespace so two specs never collide.
-        kyverno_policy=f"standbyc-{namespace}-{name}-egress",
-        admission_policy=f"standbyc-{namespace}-{name}-egress",
+        # Cluster-scoped: the namespace is part of the name, joined with ".", which neither
+        # DNS label holds, so team-a/llm and team/a-llm never share a policy.
+        kyverno_policy=f"standbyc-{namespace}.{name}-egress",
+        admission_policy=f"standbyc-{namespace}.{name}-egress",
         rules=f"{name}-failover",
         weight_sync_account=f"{name}-weight-sync",
         weight_store=f"{name}-weight-store",

@@ -81,9 +81,9 @@ def test_the_default_is_a_configmap_for_kube_prometheus_stacks_sidecar(tmp_path:
     cm = yaml.safe_load((out / CONFIGMAP).read_text())
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert cm["metadata"]["annotations"]["grafana_folder"] == "standbyc"
-    assert list(cm["data"]) == ["standbyc-n-e.json"]
+    assert list(cm["data"]) == ["standbyc-n_e.json"]
     board = _board(cm)
-    assert board["uid"] == "n-e"
+    assert board["uid"] == "n_e"
     assert [v["name"] for v in board["templating"]["list"]] == ["datasource", "namespace"]
     assert board["annotations"]["list"][0]["expr"] == (
         'ALERTS{alertstate="firing", namespace="$namespace", standbyc_spec="e"}'
@@ -182,3 +182,29 @@ def test_the_failover_lines_are_the_plans_takeover(tree: str, tmp_path: Path) ->
         pytest.approx(min(e.per_pod, e.cap))
     ]
     assert namespace == plan.namespace
+
+
+def test_specs_whose_names_flatten_alike_get_dashboards_of_their_own(tmp_path: Path) -> None:
+    """team-a/llm and team/a-llm: their dashboards' uids and the files the Grafana sidecar
+    writes differ, so neither replaces the other."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    for n, (namespace, name) in enumerate((("team-a", "llm"), ("team", "a-llm"))):
+        (specs / f"spec-{n}.yaml").write_text(
+            "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\n"
+            f"metadata: {{name: {name}, namespace: {namespace}}}\n"
+        )
+    result = compile_tree([specs], tmp_path / "out", validate=False, write=False)
+    uids, keys = set(), set()
+    for one in result.specs:
+        cm = yaml.safe_load(
+            result.files[f"{one.directory}/configmap-{one.plan.name}-dashboard.yaml"]
+        )
+        (key,) = cm["data"]
+        keys.add(key)
+        uids.add(_board(cm)["uid"])
+    assert len(uids) == 2 and len(keys) == 2, (uids, keys)
+    assert uids == {"team-a_llm", "team_a-llm"}
+    # Cluster-scoped objects, one per spec, are as distinct: the QoS policies.
+    policies = [p for p in result.files if "/clusterpolicy-" in p]
+    assert len(policies) == 2 and len({p.rsplit("/", 1)[1] for p in policies}) == 2

@@ -19,8 +19,9 @@ OPERATOR_KIND = "GrafanaDashboard"
 
 
 def data_key(plan: Plan) -> str:
-    """The ConfigMap key: the file name the sidecar writes, unique per namespace and spec."""
-    return f"standbyc-{plan.namespace}-{plan.name}.json"
+    """The ConfigMap key: the file name the sidecar writes, one per namespace and spec. The
+    two are joined with "_", which neither may hold: team-a/llm and team/a-llm differ."""
+    return f"standbyc-{plan.namespace}_{plan.name}.json"
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:

@@ -60,8 +60,10 @@ class Layout:
 
 
 def uid(plan: Plan) -> str:
-    """The dashboard's uid: readable when it fits Grafana's 40 characters, else hashed."""
-    readable = f"{plan.namespace}-{plan.name}"
+    """The dashboard's uid: readable when it fits Grafana's 40 characters, else hashed. The
+    namespace and name are joined with "_", which neither may hold (both are DNS labels), so
+    team-a/llm and team/a-llm never share one (Grafana would keep only one of them)."""
+    readable = f"{plan.namespace}_{plan.name}"
     if len(readable) <= UID_LIMIT:
         return readable
     digest = hashlib.sha256(f"{plan.namespace}/{plan.name}".encode()).hexdigest()

@@ -224,7 +224,7 @@ def _updates(server: ApiServer, ns: str, version: str) -> None:
     for what, patch in refused.items():
         reply = _patch(server, ns, "hot-0", patch)
         assert reply.status == 422, (version, what, reply.body)
-        assert f"ValidatingAdmissionPolicy 'standbyc-{ns}-qos-egress'" in reply.body["message"]
+        assert f"ValidatingAdmissionPolicy 'standbyc-{ns}.qos-egress'" in reply.body["message"]
         assert "carries kubernetes.io/egress-bandwidth=" in reply.body["message"]
         assert _stored(server, ns, "hot-0")["metadata"]["annotations"] == WANTED["hot"]
     allowed = {

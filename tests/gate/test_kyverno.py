@@ -15,7 +15,7 @@ from compiler.validation import run_gate
 from tests.conftest import OUT
 
 SPEC_DIR = "inference-system/inference-engine"
-POLICY = f"{SPEC_DIR}/clusterpolicy-standbyc-inference-system-inference-engine-egress.yaml"
+POLICY = f"{SPEC_DIR}/clusterpolicy-standbyc-inference-system.inference-engine-egress.yaml"
 TEST = f"{SPEC_DIR}/tests/kyverno/kyverno-test.yaml"
 
 
@@ -68,7 +68,7 @@ def test_a_wrong_policy_fails_its_kyverno_test(
     failures = [f for f in report.errors if f.tool == "kyverno"]
     assert failures and all(f.file == f"out/{TEST}" for f in failures)
     assert any(f.message.startswith(f"{resource}: Fail") for f in failures), failures
-    policy = "ClusterPolicy/standbyc-inference-system-inference-engine-egress"
+    policy = "ClusterPolicy/standbyc-inference-system.inference-engine-egress"
     assert failures[0].location().startswith(f"out/{TEST}: {policy}: rule egress-")
 
 
