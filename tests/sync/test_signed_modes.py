@@ -332,3 +332,93 @@ def test_another_models_signature_is_refused(
     proc = run_standbyc("weights", "publish", str(mine), "--to", str(tmp_path / "s5"),
                         "--generation", "3", "--sign-key", str(keys.publisher))  # fmt: skip
     assert proc.returncode == 2 and "--sign-key needs --model NAME" in proc.stderr
+
+
+def _pem_keys(work: Path) -> dict[str, Path]:
+    """Keys and files model-signing cannot use, each written to ``work``."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ed25519, rsa  # noqa: PLC0415
+
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ed_key = ed25519.Ed25519PrivateKey.generate()
+    pkcs8 = (serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+             serialization.NoEncryption())  # fmt: skip
+    spki = (serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    files = {
+        "rsa.key": rsa_key.private_bytes(*pkcs8),
+        "rsa.pub": rsa_key.public_key().public_bytes(*spki),
+        "ed25519.key": ed_key.private_bytes(*pkcs8),
+        "openssh.key": ed_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        ),
+        "empty": b"",
+        "garbage": b"\x00\x01 not a key\n",
+        "garbage.json": b'{"mediaType": "not a trust config"}',
+    }
+    out = {}
+    for name, data in files.items():
+        out[name] = work / name
+        out[name].write_bytes(data)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("mode", "trust", "says"),
+    [
+        ("key", "publisher.key", "a private key, which a standby must never hold"),
+        ("key", "rsa.pub", "RSA public key; expected the PEM EC public key"),
+        ("key", "empty", "empty; expected the PEM EC public key"),
+        ("key", "garbage", "not a PEM public key"),
+        ("key", "chain", "a certificate; --verify key takes"),
+        ("certificate", "publisher.pub", "a key; --verify certificate takes a PEM certificate"),
+        ("sigstore", "garbage.json", "no trustedRoot object; expected a Sigstore"),
+        ("sigstore", "garbage", "not JSON"),
+    ],
+)
+def test_trust_of_the_wrong_kind_is_refused_before_anything_is_downloaded(
+    signed: dict[int, Path], keys: Keys, nginx: Nginx, tmp_path: Path, *,
+    mode: str, trust: str, says: str,
+) -> None:  # fmt: skip
+    files = _pem_keys(tmp_path)
+    files |= {"publisher.key": keys.publisher, "publisher.pub": keys.publisher.with_suffix(".pub"),
+              "chain": keys.pki.chain}  # fmt: skip
+    publish(signed[1], nginx.root, 1)
+    nginx.clear_log()
+    extra = {"key": [], "certificate": ["--verify-identity", "release@example.com"],
+             "sigstore": ["--verify-identity", "a@example.com", "--verify-issuer",
+                          "https://issuer.example.com"]}[mode]  # fmt: skip
+    target = tmp_path / "weights/hot/llama"
+    code, _, err = sync(target, nginx.url, 1, "--verify", mode, "--verify-trust",
+                        str(files[trust]), *extra)  # fmt: skip
+    assert code == 2, err
+    assert says in err, err
+    assert "a bug in standbyc" not in err
+    assert nginx.log() == []  # nothing asked of the store
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("rsa.key", "RSA private key; expected a PEM EC private key"),
+        ("ed25519.key", "Ed25519 private key; expected a PEM EC private key"),
+        ("openssh.key", "an OpenSSH private key; expected a PEM EC private key"),
+        ("empty", "empty; expected a PEM EC private key"),
+    ],
+)
+def test_a_signing_key_model_signing_cannot_use_is_refused_before_anything_is_written(
+    sharded: dict[int, Path], tmp_path: Path, key: str, says: str
+) -> None:
+    files = _pem_keys(tmp_path)
+    model = tmp_path / "model"
+    shutil.copytree(sharded[1], model)
+    before = tree_bytes(model)
+    proc = run_standbyc("weights", "publish", str(model), "--to", str(tmp_path / "store"),
+                        "--generation", "1", "--sign-key", str(files[key]),
+                        "--model", MODEL)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr and "openssl ecparam -name prime256v1" in proc.stderr
+    assert tree_bytes(model) == before  # no marker, no signature written into it
+    assert not (tmp_path / "store" / "index.json").exists()

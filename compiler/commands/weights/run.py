@@ -29,6 +29,7 @@ from compiler.weights.progress import byte_progress
 from compiler.weights.sync.errors import NoPermission, StateDamaged, SyncBusy
 from compiler.weights.sync.fetch import MIN_RATE, Fetcher
 from compiler.weights.sync.index import Index
+from compiler.weights.sync.keys import check_trust
 from compiler.weights.sync.merge_policy import MergePolicy
 from compiler.weights.sync.publish import PublishOptions, PublishStats, publish
 from compiler.weights.sync.pull import Reload, Save, SyncResult, sync
@@ -179,6 +180,8 @@ def _verifier(args: argparse.Namespace) -> Verifier | None:
         raise UsageError(f"--verify-{extra.pop()} is not for --verify {args.verify}")
     if not args.verify_trust.is_file():
         raise UsageError(f"--verify-trust {args.verify_trust}: no such file")
+    # Before anything is downloaded: a trust file of the wrong kind refuses nothing useful.
+    check_trust(args.verify, args.verify_trust)
     trust = Trust(args.verify, args.verify_trust, args.verify_identity or "",
                   args.verify_issuer or "", args.verify_model or "")  # fmt: skip
     return Verifier(trust)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from compiler.fsutil import fsync_path
 from compiler.weights.sync.errors import SignatureRefused, StoreError
+from compiler.weights.sync.keys import check_signing_key
 from compiler.weights.sync.modeldir import _excluded, scan
 from compiler.weights.sync.signed import (
     MARKER,
@@ -91,6 +92,7 @@ def _check_signer(signer: Signer) -> None:
     for path in (signer.key, signer.certificate, *signer.chain):
         if path is not None and not path.is_file():
             raise StoreError(f"{path}: no such file")
+    check_signing_key(signer.key)
 
 
 def _published(directory: Path, excludes: Sequence[str]) -> set[str]:
