@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import errno
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -75,8 +76,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0)
-    code = _dispatch(args)
+    code = _terminable(args)
     return main(code.argv) if isinstance(code, Rerun) else code
+
+
+EXIT_TERMINATED = 128 + 15  # what a shell reports for a process stopped by SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM (a Job's deadline, kill, a CI's timeout): stop as Ctrl-C does, so what was
+    started (a control plane's servers, temporary directories) is cleaned up on the way out."""
+
+
+def _on_term(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def _terminable(args: argparse.Namespace) -> int | Rerun:
+    """``_dispatch`` with SIGTERM turned into ``Terminated`` while it runs (the main thread
+    only: elsewhere Python keeps its own handling)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_term)
+    except ValueError:  # not the main thread
+        return _dispatch(args)
+    try:
+        return _dispatch(args)
+    except Terminated:
+        return EXIT_TERMINATED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _error_document(exc: StandbycError) -> dict[str, object]:

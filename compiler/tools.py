@@ -166,10 +166,11 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec
-    # Linux: the server gets SIGTERM when the thread that started it ends, so a killed
-    # standbyc (or test worker) leaves no server behind.
+    # Linux: the server is killed when the thread that started it ends, so a killed
+    # standbyc (or test worker) leaves no server behind. SIGKILL, not SIGTERM: the servers
+    # are throwaway, and kube-apiserver's graceful shutdown can take a minute.
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def start(name: str, args: Sequence[str], *, log: Path) -> subprocess.Popen[bytes]:

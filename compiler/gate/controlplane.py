@@ -16,9 +16,12 @@ machine makes the gate fail loudly, never pass.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
+import os
 import secrets
+import shutil
 import socket
 import ssl
 import subprocess
@@ -171,8 +174,10 @@ class ControlPlane:
         self.close()
 
     def start(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="standbyc-controlplane-")
+        remove_leftovers()
+        self._tmp = tempfile.TemporaryDirectory(prefix=PREFIX)
         root = Path(self._tmp.name)
+        (root / OWNER).write_text(f"{os.getpid()}\n")
         etcd_url = self._start_etcd(root)
         key = root / "service-account.key"
         key.write_text(ec_private_key_pem())
@@ -264,6 +269,43 @@ class ControlPlane:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+
+PREFIX = "standbyc-controlplane-"
+LEFTOVER_AGE = 60.0  # seconds an ownerless directory may be someone's, still being made
+OWNER = "owner.pid"  # the standbyc process a control plane's directory belongs to
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive, and not ours to judge
+        return True
+    return True
+
+
+def remove_leftovers(parent: Path | None = None) -> list[Path]:
+    """Remove what a killed standbyc left of its control planes: each directory whose
+    owner is gone (its servers died with it: ``tools.start``). Returns what went."""
+    where = Path(parent or tempfile.gettempdir())
+    gone = []
+    for directory in where.glob(f"{PREFIX}*"):
+        try:
+            pid = int((directory / OWNER).read_text().strip())
+        except (OSError, ValueError):
+            # Emptied by a cleanup that was cut short, a while ago (one another standbyc
+            # has just made has no owner yet, and is left alone).
+            with contextlib.suppress(OSError):
+                if time.time() - directory.stat().st_mtime > LEFTOVER_AGE:
+                    directory.rmdir()
+                    gone.append(directory)
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(directory, ignore_errors=True)
+            gone.append(directory)
+    return gone
 
 
 def _exited(proc: subprocess.Popen[bytes], name: str, log: Path) -> None:

@@ -7,6 +7,11 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +22,7 @@ from compiler import kinds, tools, yamlio
 from compiler.gate import DEFAULT_KUBE_VERSIONS, apiserver, kubeconform, schemas
 from compiler.gate import pins as pinfile
 from compiler.gate.apiserver import Item, judge
-from compiler.gate.controlplane import ControlPlane, ec_private_key_pem, emulable
+from compiler.gate.controlplane import ControlPlane, ec_private_key_pem, emulable, remove_leftovers
 from compiler.gate.wrapper import staged_modules, wrapper_gomod
 from tests import cluster
 from tests.conftest import OUT, REPO, golden_trees, golden_versions, run_cli
@@ -279,3 +284,54 @@ def test_compile_asks_the_api_server_when_the_environment_says_so(
     off = run_cli("compile", str(spec), "--out", str(tmp_path / "out2"), "--no-apiserver")
     assert off.code == 0, off.err
     assert "kube-apiserver" not in off.out
+
+
+def _servers_of(where: Path) -> list[str]:
+    """The processes running from ``where`` (a control plane's servers name it)."""
+    found = subprocess.run(["pgrep", "-f", str(where)], capture_output=True, text=True, check=False)
+    return found.stdout.split()
+
+
+@pytest.mark.parametrize(
+    ("stop", "code"),
+    [(signal.SIGKILL, -9), (signal.SIGTERM, 143), (signal.SIGINT, 130)],
+    ids=["kill", "term", "interrupt"],
+)
+def test_a_stopped_validate_leaves_no_server_and_nothing_the_next_start_keeps(
+    tmp_path: Path, need: Callable[..., None], stop: signal.Signals, code: int
+) -> None:
+    """Killed, terminated or interrupted while its control plane runs: the servers die
+    with it at once, a stop it can answer (SIGTERM, SIGINT) removes its directory and says
+    so with its exit code, and a kill's directory is removed by the next start."""
+    need("kubeconform", "promtool", "kube-apiserver", "etcd")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "compiler", "validate", str(OUT / ENGINE), "--apiserver"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    while not any("kube-apiserver" in _cmdline(pid) for pid in _servers_of(temp)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the control plane never started"
+        time.sleep(0.2)
+    proc.send_signal(stop)
+    proc.communicate(timeout=120)
+    assert proc.returncode == code
+    gone_by = time.monotonic() + 5
+    while _servers_of(temp) and time.monotonic() < gone_by:
+        time.sleep(0.1)
+    assert _servers_of(temp) == []
+    left = list(temp.glob("standbyc-controlplane-*"))
+    if stop == signal.SIGKILL:
+        assert len(left) == 1  # nothing ran on the way out
+        assert remove_leftovers(temp) == left  # what the next start does first
+    assert list(temp.glob("standbyc-controlplane-*")) == []
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
