@@ -197,3 +197,14 @@ def start_prometheus(directory: Path, config: dict[str, Any]) -> Prometheus:
         time.sleep(0.1)
     server.stop()
     raise RuntimeError("prometheus did not become ready")
+
+
+def start_backfilled(directory: Path, openmetrics: str) -> Prometheus:
+    """A Prometheus whose TSDB holds ``openmetrics`` (OpenMetrics text with timestamps),
+    backfilled with ``promtool tsdb create-blocks-from openmetrics`` as its data."""
+    directory.mkdir(parents=True, exist_ok=True)
+    source = directory / "series.om.txt"
+    source.write_text(openmetrics)
+    tools.run("promtool", ["tsdb", "create-blocks-from", "openmetrics", str(source),
+                           str(directory / "data")])  # fmt: skip
+    return start_prometheus(directory, {"global": {"scrape_interval": "30s"}})

@@ -32,9 +32,9 @@ from typing import Any
 import pytest
 import yaml
 
-from compiler import names, tools
+from compiler import names
 from tests.conftest import CASES, OUT
-from tests.servers import Prometheus, Pushgateway, ServerMissing, free_port, start_prometheus
+from tests.servers import Prometheus, Pushgateway, ServerMissing, free_port, start_backfilled
 from tests.sync.conftest import Nginx, job_command, with_arg
 from tests.sync.reload.conftest import (  # noqa: F401 - hf, pods, seeds: fixtures
     ADDRESSES,
@@ -187,13 +187,8 @@ def backfilled(tmp_path: Path) -> Iterator[Callable[[Path], tuple[Prometheus, fl
         # Recent, so that no retention rule ever applies to the blocks.
         t0 = (time.time() // HOUR_S - 24 - len(cases) * gap // HOUR_S) * HOUR_S
         server_dir = tmp_path / f"prometheus-{spec}"
-        server_dir.mkdir()
-        source = tmp_path / f"{spec}.om.txt"
-        source.write_text(backfill_text(cases, t0, gap))
-        tools.run("promtool", ["tsdb", "create-blocks-from", "openmetrics", str(source),
-                               str(server_dir / "data")])  # fmt: skip
         try:
-            server = start_prometheus(server_dir, {"global": {"scrape_interval": "30s"}})
+            server = start_backfilled(server_dir, backfill_text(cases, t0, gap))
         except ServerMissing as exc:
             pytest.fail(str(exc))
         started.append(server)

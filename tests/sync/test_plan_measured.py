@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler import names, tools
+from compiler import names
 from tests.conftest import run_cli
-from tests.servers import Prometheus, ServerMissing, free_port, start_prometheus
+from tests.servers import Prometheus, ServerMissing, free_port, start_backfilled
 
 HOUR_S = 3600
 STEP_S = 60
@@ -80,14 +80,8 @@ def openmetrics(end: float) -> str:
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
     end = (time.time() // HOUR_S - 1) * HOUR_S  # an hour ago: no retention, no head overlap
-    source = tmp_path / "series.om.txt"
-    source.write_text(openmetrics(end))
-    server_dir = tmp_path / "prometheus"
-    server_dir.mkdir()
-    tools.run("promtool", ["tsdb", "create-blocks-from", "openmetrics", str(source),
-                           str(server_dir / "data")])  # fmt: skip
     try:
-        server = start_prometheus(server_dir, {"global": {"scrape_interval": "30s"}})
+        server = start_backfilled(tmp_path / "prometheus", openmetrics(end))
     except ServerMissing as exc:
         pytest.fail(str(exc))
     yield server
