@@ -36,7 +36,7 @@ def test_the_grafana_operator_dashboard_loads_the_configmap(
         "instanceSelector": {"matchLabels": {"dashboards": "grafana"}},
         "allowCrossNamespaceImport": True,
         "folder": "standbyc",
-        "configMapRef": {"name": "e-dashboard", "key": "standbyc-n-e.json"},
+        "configMapRef": {"name": "e-dashboard", "key": "standbyc-n_e.json"},
     }
     cm = yaml.safe_load((out / CONFIGMAP).read_text())
     assert cr["spec"]["configMapRef"]["key"] in cm["data"]
