@@ -29,7 +29,6 @@ class Mode:
     steps: tuple[Step, ...]
     out_of_service: float  # the Service no longer sends it new connections
     detached: float  # the clients' connections to it are gone
-    takeover_ready: float | None  # the takeover tier serves (None: never, within a failover)
     serving: float | None  # the failed pods' traffic is served again (None: not by itself)
     replaced: float | None  # the failed pods serve again themselves (None: nothing restarts them)
     replaced_how: str
@@ -150,7 +149,7 @@ def timeline(i: Inputs, mode: str) -> Mode:
             Step("served again", serving, "clients re-attached to a takeover tier that serves")
         )
     replaced, how = _replacement(i, mode)
-    return Mode(mode, tuple(sorted(steps, key=lambda s: s.at)), gone, detached, ready, serving,
+    return Mode(mode, tuple(sorted(steps, key=lambda s: s.at)), gone, detached, serving,
                 replaced, how, _caveat(i, mode))  # fmt: skip
 
 

@@ -37,10 +37,6 @@ class Egress:
     def burst_fits(self) -> bool:
         return self.burst_per_pod <= self.cap
 
-    @property
-    def link_fits(self) -> bool:
-        return min(self.burst_per_pod, self.cap) * self.replicas <= self.link
-
     def verdict(self) -> str:
         bits = units.human_bits
         each = f"each {self.tier} pod sends {bits(self.per_pod)}"
