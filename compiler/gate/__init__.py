@@ -301,14 +301,20 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
     ):
         # The API server, when asked, judges every object beside the other validators.
         served = side.submit(dryrun.gate_step, setup, display) if setup.apiserver else None
-        todo = memo.plan(work, setup.sd, display, setup.policy_shown)
-        while not todo.empty() or memo.unplanned():
-            ran, seconds = _run_tools(setup, todo, Path(tmp))
-            waited += seconds
-            todo = memo.settle(ran)
-        t0 = time.perf_counter()
-        dry, dry_status = served.result() if served is not None else (EMPTY, "")
-        waited += time.perf_counter() - t0
+        try:
+            todo = memo.plan(work, setup.sd, display, setup.policy_shown)
+            while not todo.empty() or memo.unplanned():
+                ran, seconds = _run_tools(setup, todo, Path(tmp))
+                waited += seconds
+                todo = memo.settle(ran)
+            t0 = time.perf_counter()
+            dry, dry_status = served.result() if served is not None else (EMPTY, "")
+            waited += time.perf_counter() - t0
+        except BaseException:
+            # Ctrl-C, SIGTERM or a failure here: the API server step ends now (its servers
+            # killed), before the pool waits for it, and cleans up behind itself.
+            dryrun.stop()
+            raise
     ran = memo.results()
     kube_results = [ran.kube[v] for v in setup.versions if v in ran.kube]
     kube_findings = _merge_versions([f for r in kube_results for f in r.findings])

@@ -39,6 +39,7 @@ from compiler.gate.controlplane import (
     ControlPlane,
     Response,
     emulable,
+    stop_all,
 )
 from compiler.gate.promtool import Outcome
 from compiler.gate.report import WARNING, Finding
@@ -296,6 +297,11 @@ def run(
             findings += judge(plane, objects, pins)
     status = f"{len(objects)} objects dry-run at {', '.join(ok) or 'no version'} ({pin})"
     return Outcome((), tuple(findings), time.perf_counter() - started), status
+
+
+def stop() -> None:
+    """End a dry-run in flight in another thread at once (``controlplane.stop_all``)."""
+    stop_all()
 
 
 def identity() -> str:

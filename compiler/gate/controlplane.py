@@ -159,6 +159,8 @@ class ControlPlane:
         self.servers: dict[str, ApiServer] = {}
         self._procs: list[subprocess.Popen[bytes]] = []
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._lock = threading.Lock()  # _procs and _stopped, between its thread and stop()
+        self._stopped = False
 
     def __enter__(self) -> ControlPlane:
         try:
@@ -173,7 +175,18 @@ class ControlPlane:
     ) -> None:
         self.close()
 
+    def stop(self) -> None:
+        """Kill the servers now, from any thread: what waits on them (a start, a request)
+        fails at once, and the thread that runs the plane closes it as usual."""
+        with self._lock:
+            self._stopped = True
+            for proc in self._procs:
+                if proc.poll() is None:
+                    proc.kill()
+
     def start(self) -> None:
+        with _LIVE_LOCK:
+            _LIVE.add(self)
         remove_leftovers()
         self._tmp = tempfile.TemporaryDirectory(prefix=PREFIX)
         root = Path(self._tmp.name)
@@ -189,8 +202,11 @@ class ControlPlane:
             list(pool.map(self._wait_ready, self.servers.values()))
 
     def _spawn(self, name: str, args: list[str], log: Path) -> subprocess.Popen[bytes]:
-        proc = tools.start(name, args, log=log)
-        self._procs.append(proc)
+        with self._lock:
+            if self._stopped:
+                raise ToolFailed(f"{name} not started: the run was stopped")
+            proc = tools.start(name, args, log=log)
+            self._procs.append(proc)
         return proc
 
     def _start_etcd(self, root: Path) -> str:
@@ -260,15 +276,30 @@ class ControlPlane:
     def close(self) -> None:
         # Killed, not stopped: nothing they hold is kept, and kube-apiserver's graceful
         # shutdown takes seconds.
-        for proc in self._procs:
-            if proc.poll() is None:
-                proc.kill()
+        self.stop()
         for proc in self._procs:
             proc.wait()
         self._procs.clear()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+
+
+# The control planes of this process that run now, for ``stop_all``.
+_LIVE: set[ControlPlane] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_all() -> None:
+    """Kill the servers of every control plane of this process. Ctrl-C and SIGTERM reach
+    the main thread while a plane runs in another (the gate's API server step), whose
+    requests would otherwise wait on servers the same Ctrl-C took down with them."""
+    with _LIVE_LOCK:
+        planes = list(_LIVE)
+    for plane in planes:
+        plane.stop()
 
 
 PREFIX = "standbyc-controlplane-"

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import copy
+import http.client
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -293,16 +295,30 @@ def _servers_of(where: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("stop", "code"),
-    [(signal.SIGKILL, -9), (signal.SIGTERM, 143), (signal.SIGINT, 130)],
-    ids=["kill", "term", "interrupt"],
+    ("stop", "code", "group", "when"),
+    [
+        (signal.SIGKILL, -9, False, "starting"),
+        (signal.SIGTERM, 143, False, "starting"),
+        (signal.SIGINT, 130, False, "starting"),
+        (signal.SIGINT, 130, True, "starting"),
+        (signal.SIGINT, 130, True, "judging"),
+        (signal.SIGTERM, 143, False, "judging"),
+    ],
+    ids=["kill", "term", "interrupt", "ctrl-c-starting", "ctrl-c-judging", "term-judging"],
 )
-def test_a_stopped_validate_leaves_no_server_and_nothing_the_next_start_keeps(
-    tmp_path: Path, need: Callable[..., None], stop: signal.Signals, code: int
+def test_a_stopped_validate_leaves_no_server_and_nothing_the_next_start_keeps(  # noqa: PLR0917
+    tmp_path: Path,
+    need: Callable[..., None],
+    stop: signal.Signals,
+    code: int,
+    group: bool,
+    when: str,
 ) -> None:
-    """Killed, terminated or interrupted while its control plane runs: the servers die
-    with it at once, a stop it can answer (SIGTERM, SIGINT) removes its directory and says
-    so with its exit code, and a kill's directory is removed by the next start."""
+    """Killed, terminated or interrupted while its control plane starts or judges: the
+    servers die with it at once, a stop it can answer (SIGTERM, SIGINT) removes its
+    directory and says so with its exit code within seconds, and a kill's directory is
+    removed by the next start. Ctrl-C reaches the whole process group, the servers
+    included: the dry-run in flight must not wait on servers that went with it."""
     need("kubeconform", "promtool", "kube-apiserver", "etcd")
     temp = tmp_path / "tmp"
     temp.mkdir()
@@ -310,15 +326,22 @@ def test_a_stopped_validate_leaves_no_server_and_nothing_the_next_start_keeps(
     proc = subprocess.Popen(
         [sys.executable, "-m", "compiler", "validate", str(OUT / ENGINE), "--apiserver"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO,
+        start_new_session=group,
     )  # fmt: skip
     deadline = time.monotonic() + 180
-    while not any("kube-apiserver" in _cmdline(pid) for pid in _servers_of(temp)):
+    reached = _apiserver_started if when == "starting" else _judging
+    while not reached(temp):
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the control plane never started"
-        time.sleep(0.2)
-    proc.send_signal(stop)
-    proc.communicate(timeout=120)
-    assert proc.returncode == code
+        assert time.monotonic() < deadline, f"the control plane never reached {when}"
+        time.sleep(0.1)
+    if group:
+        os.killpg(proc.pid, stop)
+    else:
+        proc.send_signal(stop)
+    stopped = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err.decode()
+    assert time.monotonic() - stopped < 15
     gone_by = time.monotonic() + 5
     while _servers_of(temp) and time.monotonic() < gone_by:
         time.sleep(0.1)
@@ -328,6 +351,37 @@ def test_a_stopped_validate_leaves_no_server_and_nothing_the_next_start_keeps(
         assert len(left) == 1  # nothing ran on the way out
         assert remove_leftovers(temp) == left  # what the next start does first
     assert list(temp.glob("standbyc-controlplane-*")) == []
+
+
+def _apiserver_started(temp: Path) -> bool:
+    return any("kube-apiserver" in _cmdline(pid) for pid in _servers_of(temp))
+
+
+def _judging(temp: Path) -> bool:
+    """The API server step has begun dry-running: the spec's namespace exists on the
+    server (it is created before the first object), read with the control plane's own
+    token."""
+    for pid in _servers_of(temp):
+        args = _cmdline(pid).split()
+        if "--secure-port" not in args or "--token-auth-file" not in args:
+            continue
+        port = args[args.index("--secure-port") + 1]
+        try:
+            token = Path(args[args.index("--token-auth-file") + 1]).read_text().split(",")[0]
+        except OSError:
+            return False
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        conn = http.client.HTTPSConnection("127.0.0.1", int(port), context=context, timeout=2)
+        try:
+            conn.request("GET", "/api/v1/namespaces/inference-system",
+                         headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+            return conn.getresponse().status == 200
+        except OSError:
+            return False
+        finally:
+            conn.close()
+    return False
 
 
 def _cmdline(pid: str) -> str:
