@@ -21,6 +21,7 @@ from compiler import decorate, kinds, outdir, pipeline
 from compiler.emitted import Emitted
 from compiler.errors import Diagnostic, SpecError, StandbycError
 from compiler.gate import Report
+from compiler.gate.schema_sources import normalize_version
 from compiler.render.base import Renderer
 from compiler.validation import run_gate
 
@@ -212,6 +213,11 @@ class _Run:
         )
 
 
+def _renderer(templates: Path | None, kube_versions: Sequence[str] | None) -> Renderer:
+    """The renderer for objects meant for ``kube_versions`` (None: the specs' own)."""
+    return Renderer(templates, [normalize_version(v) for v in kube_versions or ()])
+
+
 def _skipped(discovery: pipeline.Discovery) -> tuple[str, ...]:
     return tuple(f"{path} (kind: {kind})" for path, kind in discovery.skipped)
 
@@ -236,8 +242,9 @@ def compile_tree(
     roots = list(paths) or [DEFAULT_SPECS]
     out = outdir.check_target(out, roots)
     discovery = pipeline.discover_specs(roots)
+    renderer = _renderer(templates, kube_versions)
     run = _Run(
-        discovery.specs, Renderer(templates), out.resolve().parent, kube_versions, strict,
+        discovery.specs, renderer, out.resolve().parent, kube_versions, strict,
         out.as_posix(), apiserver,
     )  # fmt: skip
     t0 = time.perf_counter()
@@ -273,8 +280,9 @@ def compile_objects(
     for it alone."""
     roots = list(paths) or [DEFAULT_SPECS]
     discovery = pipeline.discover_specs(roots)
+    renderer = _renderer(templates, kube_versions)
     run = _Run(
-        discovery.specs, Renderer(templates), Path.cwd(), kube_versions, strict,
+        discovery.specs, renderer, Path.cwd(), kube_versions, strict,
         STREAM_ROOT.as_posix(), apiserver, part=part,
     )  # fmt: skip
     t0 = time.perf_counter()

@@ -108,6 +108,33 @@ def test_generate_prints_exactly_the_objects_of_out(checkout: Path) -> None:
     assert not (checkout / "out").exists()  # nothing written into the checkout
 
 
+def test_a_1_28_cluster_gets_objects_1_28_accepts(checkout: Path) -> None:
+    """Kubernetes 1.28 requires onPodConditions in every podFailurePolicy rule; 1.29 made
+    it optional. For a destination Argo CD reports as 1.28 the refused-signature rule
+    carries an empty list, and the same objects pass 1.37 too (a cluster upgraded later);
+    for a current cluster the objects are exactly out/'s (the test above)."""
+    result = _run(PLUGIN["spec"]["generate"]["command"], checkout, KUBE_VERSION="v1.28.15",
+                  ARGOCD_APP_NAME="standbyc", PARAM_SPECS="specs")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "ok   kubernetes 1.28" in result.stderr
+    objects = [o for o in yaml.safe_load_all(result.stdout) if o["kind"] in ("Job", "CronJob")]
+    jobs = [o["spec"]["jobTemplate"]["spec"] if o["kind"] == "CronJob" else o["spec"]
+            for o in objects]  # fmt: skip
+    rules = [rule for job in jobs for rule in job.get("podFailurePolicy", {}).get("rules", [])]
+    assert rules, "the grpc-llm spec verifies signatures: its Jobs fail on a refusal"
+    assert all(rule["onPodConditions"] == [] and rule["onExitCodes"] for rule in rules)
+    both = _run(PLUGIN["spec"]["generate"]["command"], checkout, PARAM_KUBE_VERSIONS="1.28,1.37",
+                ARGOCD_APP_NAME="standbyc", PARAM_SPECS="specs")  # fmt: skip
+    assert both.returncode == 0, both.stderr
+    assert both.stdout == result.stdout
+    assert "ok   kubernetes 1.28" in both.stderr and "ok   kubernetes 1.37" in both.stderr
+    current = _run(PLUGIN["spec"]["generate"]["command"], checkout, KUBE_VERSION="v1.29.0",
+                   ARGOCD_APP_NAME="standbyc", PARAM_SPECS="specs",
+                   PARAM_VALIDATE="false")  # fmt: skip
+    assert current.returncode == 0, current.stderr
+    assert "onPodConditions" not in current.stdout
+
+
 def test_a_broken_spec_fails_the_sync_with_its_location(checkout: Path) -> None:
     spec = checkout / "specs" / "inference-engine.yaml"
     spec.write_text(spec.read_text().replace("egress: 25Gbit/s", "egress: 25Gbps/s"))

@@ -30,8 +30,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--kube-version",
         action="append",
         metavar="V",
-        help="Kubernetes version to validate against (repeatable; default: the specs' "
-        "validation.kubernetesVersions, else the matrix)",
+        help="Kubernetes version to emit for and validate against (repeatable; default: the "
+        "specs' validation.kubernetesVersions, else the matrix). Objects for 1.28 differ "
+        "(podFailurePolicy rules carry onPodConditions: []); to keep out/ for 1.28, set "
+        "validation.kubernetesVersions in the spec, which check reads too",
     )
     add_apiserver_option(parser)
     parser.add_argument(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,15 @@ def quote(value: Any) -> str:
 
 
 class Renderer:
-    """Renders named templates into checked objects."""
+    """Renders named templates into checked objects.
 
-    def __init__(self, override_dir: Path | None = None) -> None:
+    ``kube_versions``: the Kubernetes versions the objects are for, when the caller names
+    them (``--kube-version``, Argo CD's ``KUBE_VERSION``); they win over the spec's
+    ``validation.kubernetesVersions``. Empty: the spec's, else the current default matrix.
+    """
+
+    def __init__(self, override_dir: Path | None = None, kube_versions: Sequence[str] = ()) -> None:
+        self.kube_versions = tuple(kube_versions)
         search = [str(override_dir)] if override_dir else []
         search.append(str(packaged_templates()))
         self._search = [Path(d) for d in search]
@@ -78,7 +85,7 @@ class Renderer:
         """The templates this renderer reads, as a cache key part."""
         if self._digest is None:
             parts = [store.tree_digest(directory) for directory in self._search]
-            self._digest = store.key("templates", *parts)
+            self._digest = store.key("templates", *parts, *self.kube_versions)
         return self._digest
 
     def render_text(self, template: str, context: dict[str, Any]) -> str:

@@ -55,8 +55,20 @@ def _job_spec(plan: Plan, r: Renderer, job: JobPlan) -> Any:
     }
     if pod.verify_volume is not None:
         context |= {"verify_volume": pod.verify_volume, "verify_dir": VERIFY_DIR,
-                    "fail_on_exit": REFUSED_EXIT}  # fmt: skip
+                    "fail_on_exit": REFUSED_EXIT,
+                    "empty_pod_conditions": _conditions_required(plan, r)}  # fmt: skip
     return r.render_data("weight-sync-jobspec.yaml.j2", context)
+
+
+# Kubernetes 1.28's PodFailurePolicyRule requires onPodConditions (without omitempty), even
+# beside onExitCodes; from 1.29 it is optional, and an empty list is dropped on write. The
+# rule carries ``onPodConditions: []`` only for objects meant for a minor before that.
+CONDITIONS_OPTIONAL_MINOR = 29
+
+
+def _conditions_required(plan: Plan, r: Renderer) -> bool:
+    versions = r.kube_versions or plan.kube_versions
+    return any(int(v.split(".")[1]) < CONDITIONS_OPTIONAL_MINOR for v in versions)
 
 
 def render(plan: Plan, r: Renderer) -> list[Emitted]:
