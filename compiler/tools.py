@@ -34,6 +34,7 @@ INSTALL_HINTS: dict[str, str] = {
     "etcd": "standbyc tools install --optional (kube-apiserver and etcd; a long build)",
     "pushgateway": "standbyc tools install --test-servers",
     "versitygw": "standbyc tools install --test-servers",
+    "kube-controller-manager": "standbyc tools install --test-servers",
     "rsync": "apt-get install rsync",
     "go": "install Go >= 1.24 (https://go.dev/dl, or apt-get install golang-go); needed only "
     "to install the validators",

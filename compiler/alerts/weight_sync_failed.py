@@ -9,6 +9,10 @@ With the Argo CD hook, each Job is named after its spec (``compiler.render.weigh
 so a new generation is a new Job beside the old one: a failed Job counts only while no Job
 of its tier created after it has succeeded (``kube_job_complete``). A Job of an earlier
 standbyc, named without the digest, counts the same way.
+
+Finished Jobs expire (``weightSync.ttlAfterFinished``, 7 days by default): a failed Job
+stops counting when Kubernetes deletes it, while StandbyWeightsBehind keeps paging for a
+tier it left behind.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ its rules wanting a generation that no Job brings. So a weight-sync Job is named
 its spec (``<name>-weight-sync-<tier>-<digest>``): any change (a new generation, image or
 rate) is a new Job, which runs, applied by Argo CD, Flux or ``kubectl apply`` alike. The
 previous Job is kept as the record of its run (WeightSyncJobFailed reads it until a later
-Job of its tier succeeds) until pruned or deleted after ``weightSync.ttlAfterFinished``.
+Job of its tier succeeds) until ``weightSync.ttlAfterFinished`` (7 days by default) after
+it finished, when Kubernetes deletes it, or until pruned.
 Its file keeps the tier's name, so a review sees the Job change, not a file renamed.
 """
 

@@ -242,9 +242,12 @@ class WeightSync(Model):
         "every step taking reload.timeout); set lower than that, compile refuses",
     )
     ttl_after_finished: Millis | None = Field(
-        None,
-        description="delete finished Jobs after this long; a deleted failed Job no longer "
-        "raises WeightSyncJobFailed (default: keep them)",
+        "7d",  # read as any spec value is (validate_default)
+        validate_default=True,
+        description="delete finished Jobs (and their pods' logs) after this long: one Job "
+        "per tier and generation is left behind otherwise, and Argo CD never prunes a "
+        "hook. A deleted failed Job no longer raises WeightSyncJobFailed; a tier it left "
+        "behind still raises StandbyWeightsBehind. null: keep them (prune them yourself)",
     )
     resources: Resources = Field(default_factory=Resources)
     report: WeightReport = Field(default_factory=WeightReport)
