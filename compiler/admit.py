@@ -173,6 +173,8 @@ BANDWIDTH_FIELDS: tuple[PathKey, ...] = (
     ("spec", "alerts", "bandwidthHigh", "threshold"),
     ("spec", "alerts", "failoverSpike", "threshold"),
     ("spec", "failover", "storeEgress"),
+    ("spec", "failover", "servingEgress"),
+    ("spec", "weightSync", "claimReadRate"),
 )
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
+from compiler import units
+from compiler.admit import BANDWIDTH_FIELDS, json_schema
 from compiler.api import compile_tree
 from tests.conftest import run_cli
 
@@ -132,3 +135,33 @@ def test_egress_in_bytes_past_the_link_says_bits_or_bytes(tmp_path: Path) -> Non
         "spec.tiers.hot.egress: '5GB/s' is bytes per second, 40 Gbit/s: a capital B is a "
         "byte. If you meant bits, write 5Gb/s"
     ) in result.err
+
+
+def _bandwidth_paths(schema: dict[str, Any]) -> set[tuple[str, ...]]:
+    """Every property of the spec's JSON schema that holds a bandwidth, as a path."""
+    defs = schema.get("$defs", {})
+    found: set[tuple[str, ...]] = set()
+
+    def walk(node: Any, path: tuple[str, ...], seen: frozenset[str]) -> None:
+        if not isinstance(node, dict):
+            return
+        if node.get("pattern") == units.BANDWIDTH_PATTERN:
+            found.add(path)
+        if (ref := node.get("$ref", "")).startswith("#/$defs/") and ref not in seen:
+            walk(defs[ref.removeprefix("#/$defs/")], path, seen | {ref})
+        for key in ("anyOf", "oneOf", "allOf"):
+            for branch in node.get(key, []):
+                walk(branch, path, seen)
+        for name, sub in node.get("properties", {}).items():
+            walk(sub, (*path, name), seen)
+
+    walk(schema, (), frozenset())
+    return found
+
+
+def test_every_bandwidth_a_spec_writes_in_bytes_is_said_to_be_bytes() -> None:
+    """The note "a capital B is a byte" covers every bandwidth field of the spec, those
+    added later included."""
+    wanted = _bandwidth_paths(json_schema())
+    assert wanted, "the schema names no bandwidth: the walk is wrong"
+    assert wanted == set(BANDWIDTH_FIELDS)
