@@ -248,3 +248,38 @@ def test_an_admitted_spec_and_its_plan_cross_processes() -> None:
     assert type(back.alerts) is type(plan.alerts)
     for module in alerts.ALERTS:
         assert type(settings(back.alerts, module.SETTINGS)) is module.SETTINGS
+
+
+def _descriptions(spec: str) -> dict[str, str]:
+    admitted = admit(load_text(spec, "spec.yaml"))
+    plan = build(admitted.spec, "spec.yaml")
+    return {a.name: a.annotations["description"] for a in alerts.build_all(plan)}
+
+
+HEAD = "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: solo}\nspec:\n"
+
+
+def test_the_texts_speak_of_the_tiers_and_the_link_the_spec_has() -> None:
+    """A hot-only spec on a link its spike threshold nearly fills: no warm or cold standby
+    to land on, and the link called saturated; the seed's three tiers, whose threshold is
+    half the link, are told where a failover lands and that the link has room."""
+    solo = _descriptions(
+        HEAD + "  network: {link: 60Gbit/s}\n"
+        "  tiers: {hot: {replicas: 2, egress: 25Gbit/s}, warm: null, cold: null}\n"
+    )
+    assert (
+        "the spec has no other tier, so a failover now has fewer than the 2 hot"
+        in (solo["HotTierBelowReplicas"])
+    )
+    assert "warm" not in solo["HotTierBelowReplicas"]
+    spike = solo["FailoverBandwidthSpike"]
+    assert "(tier hot, and any pod relabelled into another)" in spike
+    assert "83% of the 60 Gbit/s link (network.link): a failover or weight sync is " in spike
+    assert "saturating the link" in spike
+    seed = _descriptions((REPO / "specs" / "inference-engine.yaml").read_text())
+    assert "may land on the warm or cold standbys" in seed["HotTierBelowReplicas"]
+    assert "(tiers hot, warm, cold, and any" in seed["FailoverBandwidthSpike"]
+    assert (
+        "50% of the 100 Gbit/s link (network.link): the link still has room"
+        in (seed["FailoverBandwidthSpike"])
+    )

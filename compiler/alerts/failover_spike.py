@@ -13,9 +13,19 @@ SETTINGS = rate_alert(
 )
 
 
+SATURATED = 0.8  # from this share of the link on, the text says the link is saturated
+
+
+def _share(link_bps: int, threshold: int) -> str:
+    """What the threshold means against the link the spec names."""
+    share = f"{threshold / link_bps:.0%} of the {units.human_bits(link_bps)} link (network.link)"
+    if threshold >= SATURATED * link_bps:
+        return f"{share}: a failover or weight sync is saturating the link."
+    return f"{share}: the link still has room, but the standbys send more than this alert allows."
+
+
 def build(ctx: Context) -> Alert | None:
     cfg = ctx.settings(SETTINGS)
-    tiers = ctx.standby_tiers
     bits = units.human_bits(cfg.threshold)
     alert = Alert(
         name="FailoverBandwidthSpike",
@@ -26,10 +36,11 @@ def build(ctx: Context) -> Alert | None:
         annotations=ctx.annotations(
             "FailoverBandwidthSpike",
             f"Standby tiers of {ctx.plan.name} send more than {bits} together",
-            f"The {'/'.join(tiers)} tiers in {{{{ $labels.namespace }}}} have sent more than "
+            f"The standby pods of {ctx.plan.name} in {{{{ $labels.namespace }}}} (tier"
+            f"{'s' if len(ctx.tiers) > 1 else ''} {', '.join(ctx.tiers)}, and any pod "
+            "relabelled into another) have sent more than "
             f"{bits} ({units.human_bytes_per_second(cfg.threshold / 8)}) in total for "
-            f"{units.prom_duration(cfg.for_)}; a failover or weight sync is saturating "
-            "the link.",
+            f"{units.prom_duration(cfg.for_)}: {_share(ctx.plan.link_bps, cfg.threshold)}",
         ),
     )
     alert.cases.extend(rate.cases(ctx, alert, cfg, per_pod=False))

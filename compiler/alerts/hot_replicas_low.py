@@ -70,13 +70,24 @@ def build(ctx: Context) -> Alert | None:
             f"Hot tier of {ctx.plan.name} has fewer than {hot.replicas} ready pods",
             f"Fewer than {hot.replicas} hot standby pods of {ctx.plan.name} in "
             f"{ctx.ns} have been ready for {units.prom_duration(cfg.for_)}; "
-            "a failover now would land on warm or cold standbys. (If the hot pods do run and "
+            f"{_landing(ctx, hot.replicas)} (If the hot pods do run and "
             "are ready, kube-state-metrics' allowlist lacks the engine's label keys: run it "
             f"with {ctx.plan.engine.allowlist_flag}.)",
         ),
     )
     _cases(ctx, alert, hot.replicas, cfg.for_)
     return alert
+
+
+def _landing(ctx: Context, wanted: int) -> str:
+    """Where a failover lands now, from the tiers the spec gives replicas."""
+    others = [t.name for t in ctx.plan.tiers if t.name != "hot"]
+    if not others:
+        return (
+            f"the spec has no other tier, so a failover now has fewer than the {wanted} hot "
+            "pods it plans for to land on."
+        )
+    return f"a failover now may land on the {' or '.join(others)} standbys."
 
 
 def _pod_fn(ctx: Context, steps: int) -> PodFn:
