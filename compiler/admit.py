@@ -171,6 +171,7 @@ BANDWIDTH_FIELDS: tuple[PathKey, ...] = (
     ("spec", "network", "link"),
     *(("spec", "tiers", t, "egress") for t in TIER_NAMES),
     ("spec", "alerts", "bandwidthHigh", "threshold"),
+    *(("spec", "alerts", "bandwidthHigh", "thresholds", t) for t in TIER_NAMES),
     ("spec", "alerts", "failoverSpike", "threshold"),
     ("spec", "failover", "storeEgress"),
     ("spec", "failover", "servingEgress"),
@@ -410,6 +411,7 @@ def _warnings(spec: StandbySpec, data: Any) -> list[Problem]:
              "only, then StandbyWeightsUnreported pages until the next report")
         )  # fmt: skip
     out += [(path, hint) for path in BANDWIDTH_FIELDS if (hint := written_in_bytes(data, path))]
+    out += alerts.bandwidth_high.problems(s)
     synced = any(t.replicas and name in ws.tiers for name, t in s.tiers.items())
     if synced and ws.verify is None:
         out.append(

@@ -83,6 +83,12 @@ def _mutations(rule: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         for factor in (1.05, 0.95):
             moved = threshold.sub(lambda m, f=factor: _scale(m, f), expr)  # type: ignore[misc]
             changed(f"threshold x{factor}", expr=moved)
+    thresholds = list(threshold.finditer(expr))
+    if len(thresholds) > 1:  # a threshold per tier: each one pinned on its own
+        for i, m in enumerate(thresholds):
+            for factor in (1.05, 0.95):
+                moved = expr[: m.start()] + _scale(m, factor) + expr[m.end() :]
+                changed(f"threshold {i} x{factor}", expr=moved)
     window = re.compile(r"\[(\w+)\]")
     if window.search(expr):
         for factor in (2, 0.5):
@@ -106,8 +112,7 @@ def _undone(expr: str) -> list[tuple[str, str]]:
         old = expr.replace(per_pod, f"max by (namespace, pod, {key}) (\n")
         old = old.replace("* on (namespace, pod)\n", f"* on (namespace, pod) group_left ({key})\n")
         out.append(("tier in the alert's identity", old))
-        # only the tiers the spec gives replicas: a pod relabelled into another drops out
-        out.append(("cold tier not matched", expr.replace('"hot|warm|cold"', '"hot|warm"')))
+        out += _tier_unmatched(expr)
     if per_pod in expr:
         # two kube-state-metrics replicas: the join's right side is no longer one per pod
         out.append(("join not unique per pod", expr.replace(per_pod, "(\n")))
@@ -151,6 +156,23 @@ def _undone(expr: str) -> list[tuple[str, str]]:
         assert sep, expr
         out.append(("allowlist lost not noticed", unlabelled))
         out.append(("unlabelled pods not noticed", lost + "\n"))
+    return out
+
+
+def _tier_unmatched(expr: str) -> list[tuple[str, str]]:
+    """Only the tiers the spec gives replicas matched (a pod relabelled into another drops
+    out), or a rule with a branch per tier with one of them left out."""
+    out = []
+    if '"hot|warm|cold"' in expr:
+        out.append(("cold tier not matched", expr.replace('"hot|warm|cold"', '"hot|warm"')))
+    branches = expr.split("\nor\n")
+    for i in range(len(branches) if len(branches) > 1 else 0):
+        kept = "\nor\n".join(b for j, b in enumerate(branches) if j != i)
+        if i == len(branches) - 1:
+            kept += "\n"
+        elif i == 0:  # the head comment goes with the first branch
+            kept = branches[0].partition("\n")[0] + "\n" + kept
+        out.append((f"tier branch {i} dropped", kept))
     return out
 
 
@@ -283,3 +305,51 @@ def test_the_texts_speak_of_the_tiers_and_the_link_the_spec_has() -> None:
         "50% of the 100 Gbit/s link (network.link): the link still has room"
         in (seed["FailoverBandwidthSpike"])
     )
+
+
+def _rule_thresholds(spec: str) -> dict[str, str]:
+    admitted = admit(load_text(spec, "spec.yaml"))
+    plan = build(admitted.spec, "spec.yaml")
+    (high,) = [a for a in alerts.build_all(plan) if a.name == "InferenceBandwidthHigh"]
+    return dict(re.findall(r'="(hot|warm|cold)"\}\n\s*\)\n\) \* 8 > ([0-9.e+]+)', high.expr))
+
+
+THREE = "  tiers: {hot: {replicas: 2, egress: 50Gbit/s}, warm: {replicas: 2, egress: 10Gbit/s}, " \
+    "cold: {replicas: 1, egress: 5Gbit/s}}\n"  # fmt: skip
+
+
+def _high_warnings(spec: str) -> list[str]:
+    return [f"{w.location.path}: {w.message}" for w in admit(load_text(spec, "spec.yaml")).warnings
+            if "bandwidthHigh" in w.location.path]  # fmt: skip
+
+
+def test_each_tier_pages_near_its_own_cap_unless_the_spec_says_otherwise() -> None:
+    """The seed's one 10 Gbit/s for every pod paged on a normal takeover under a 50 Gbit/s
+    hot cap and could never fire for a 5 Gbit/s cold pod. Each tier now has 85 % of its
+    own cap (the link where lower, and for a tier without replicas), a tier's own value
+    wins, and one the spec sets that cannot fire or pages at the cap is a warning."""
+    link = "  network: {link: 400Gbit/s}\n"
+    assert _rule_thresholds(HEAD + link + THREE) == {
+        "hot": "42500000000", "warm": "8500000000", "cold": "4250000000"
+    }  # fmt: skip
+    hot_only = (
+        HEAD
+        + "  network: {link: 100Gbit/s}\n"
+        + ("  tiers: {hot: {replicas: 2, egress: 50Gbit/s}, warm: null, cold: null}\n")
+    )
+    assert _rule_thresholds(hot_only) == {"hot": "42500000000", "warm": "85000000000",
+                                          "cold": "85000000000"}  # fmt: skip
+    own = HEAD + link + THREE + "  alerts:\n    bandwidthHigh: {share: 90%, thresholds: " \
+        "{cold: 4.5Gbit/s}}\n"  # fmt: skip
+    assert _rule_thresholds(own) == {"hot": "45000000000", "warm": "9000000000",
+                                     "cold": "4500000000"}  # fmt: skip
+    assert _high_warnings(own) == []
+    one = HEAD + link + THREE + "  alerts:\n    bandwidthHigh: {threshold: 10Gbit/s}\n"
+    assert _high_warnings(one) == [
+        "spec.alerts.bandwidthHigh.threshold: 10 Gbit/s for the hot tier is below 80% of its "
+        "egress per pod (50 Gbit/s): a takeover at it pages",
+        "spec.alerts.bandwidthHigh.threshold: 10 Gbit/s for the warm tier can never fire: a "
+        "warm pod sends at most 10 Gbit/s (its egress, the link)",
+        "spec.alerts.bandwidthHigh.threshold: 10 Gbit/s for the cold tier can never fire: a "
+        "cold pod sends at most 5 Gbit/s (its egress, the link)",
+    ]

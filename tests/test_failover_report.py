@@ -154,6 +154,8 @@ def _bandwidth_paths(schema: dict[str, Any]) -> set[tuple[str, ...]]:
                 walk(branch, path, seen)
         for name, sub in node.get("properties", {}).items():
             walk(sub, (*path, name), seen)
+        for name in node.get("propertyNames", {}).get("enum", []):  # a map with named keys
+            walk(node.get("additionalProperties"), (*path, name), seen)
 
     walk(schema, (), frozenset())
     return found

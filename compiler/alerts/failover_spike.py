@@ -29,7 +29,7 @@ def build(ctx: Context) -> Alert | None:
     bits = units.human_bits(cfg.threshold)
     alert = Alert(
         name="FailoverBandwidthSpike",
-        expr=rate.expression(ctx, cfg, KEY, per_pod=False),
+        expr=rate.expression(ctx, cfg, KEY),
         for_ms=cfg.for_,
         keep_firing_ms=rate.keep_firing(ctx, cfg),
         labels={**ctx.base_labels, "severity": cfg.severity},

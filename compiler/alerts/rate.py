@@ -26,7 +26,7 @@ Multus adds); loopback carries far more and must never count.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from compiler import units
@@ -68,18 +68,30 @@ def egress_bits(ctx: Context, window_ms: int, tiers: list[str], *, per_pod: bool
     return f"{joined} * 8" if per_pod else f"sum by (namespace) {joined} * 8"
 
 
-def expression(ctx: Context, cfg: RateAlert, key: str, *, per_pod: bool) -> str:
+def expression(ctx: Context, cfg: RateAlert, key: str) -> str:
+    """The standby tiers' egress, summed per namespace, over ``cfg.threshold``."""
     tiers = ctx.standby_tiers
     bits = units.human_bits(cfg.threshold)
-    egress = egress_bits(ctx, cfg.window, tiers, per_pod=per_pod)
-    if per_pod:
-        head = f"# bytes/s x 8 = bit/s per pod; threshold {bits} (spec.alerts.{key})\n"
-        return f"{head}{egress} > {units.float_literal(cfg.threshold)}\n"
+    egress = egress_bits(ctx, cfg.window, tiers, per_pod=False)
     head = (
         f"# bytes/s x 8 = bit/s, summed over tiers {', '.join(tiers)}; "
         f"threshold {bits} (spec.alerts.{key})\n"
     )
     return f"{head}{egress} > {units.float_literal(cfg.threshold)}\n"
+
+
+def per_tier_expression(
+    ctx: Context, cfg: RateAlert, key: str, thresholds: Mapping[str, int]
+) -> str:
+    """Each pod's egress over its tier's threshold: one branch per standby tier, each with
+    the same labels (namespace, pod), so a pod relabelled mid-incident stays one alert."""
+    said = ", ".join(f"{t} {units.human_bits(thresholds[t])}" for t in ctx.standby_tiers)
+    head = f"# bytes/s x 8 = bit/s per pod, over its tier's threshold ({said}; spec.alerts.{key})\n"
+    branches = [
+        f"{egress_bits(ctx, cfg.window, [t], per_pod=True)} > {units.float_literal(thresholds[t])}"
+        for t in ctx.standby_tiers
+    ]
+    return head + "\nor\n".join(branches) + "\n"
 
 
 def gauge(steps: int, on: int = 0, off: int | None = None, stale: int | None = None) -> str:
@@ -104,19 +116,31 @@ def gauge(steps: int, on: int = 0, off: int | None = None, stale: int | None = N
 class Scenario:
     """One case's traffic: the matching pods, their counters and kube_pod_labels."""
 
-    def __init__(self, ctx: Context, cfg: RateAlert, steps: int, *, per_pod: bool) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        cfg: RateAlert,
+        steps: int,
+        *,
+        per_pod: bool,
+        tier: str | None = None,
+        threshold: float | None = None,
+    ) -> None:
+        """``tier``: the one pod's tier (per pod; default the first the spec gives replicas);
+        ``threshold``: what ``per_step`` scales (default the alert's)."""
         self.ctx, self.cfg, self.steps = ctx, cfg, steps
         tiers = ctx.tiers
         self.tiers = tiers
+        self.threshold = cfg.threshold if threshold is None else threshold
         self.pods = (
-            [("standby-0", tiers[0])]
+            [("standby-0", tier or tiers[0])]
             if per_pod
             else [(f"standby-{i}", tiers[i % len(tiers)]) for i in range(2)]
         )
 
     def per_step(self, factor: float) -> float:
         """Bytes one matching pod sends in one scrape interval at ``factor`` x threshold."""
-        return self.cfg.threshold / 8 * factor / len(self.pods) * self.ctx.scrape_ms / 1000
+        return self.threshold / 8 * factor / len(self.pods) * self.ctx.scrape_ms / 1000
 
     def counters(
         self,
@@ -161,7 +185,18 @@ class Scenario:
         return out
 
 
-def cases(ctx: Context, alert: Alert, cfg: RateAlert, *, per_pod: bool) -> list[Case]:
+def cases(
+    ctx: Context,
+    alert: Alert,
+    cfg: RateAlert,
+    *,
+    per_pod: bool,
+    thresholds: Mapping[str, int] | None = None,
+) -> list[Case]:
+    """The cases of a bandwidth alert; ``thresholds``: per pod, each standby tier's (the
+    crossing is played for a pod of each, the other cases for the first tier's pods)."""
+    if thresholds is not None:
+        cfg = cfg.model_copy(update={"threshold": thresholds[ctx.tiers[0]]})
     s_ms = ctx.scrape_ms
     # kube_pod_labels appears at t0, once the rate window is full of samples,
     # so the expression turns true exactly at t0.
@@ -176,29 +211,38 @@ def cases(ctx: Context, alert: Alert, cfg: RateAlert, *, per_pod: bool) -> list[
         """The one alert expected; per pod, its annotation names the tier."""
         return [ctx.expected(alert, identity, (tier or base.pods[0][1]) if per_pod else None)]
 
-    def at(factor: float) -> list[Series]:
+    def at(sc: Scenario, factor: float) -> list[Series]:
         out: list[Series] = []
-        for pod, tier in base.pods:
-            out += base.counters(pod, base.constant(factor))
-            out += ctx.labels_series(pod, tier, gauge(base.steps, on))
-        return out + base.foreign(on)
+        for pod, tier in sc.pods:
+            out += sc.counters(pod, sc.constant(factor))
+            out += ctx.labels_series(pod, tier, gauge(sc.steps, on))
+        return out + sc.foreign(on)
 
-    bits = units.human_bits(cfg.threshold)
-    out = ctx.fires_then_silent(
-        alert,
-        timeline,
-        (
-            f"{alert.name} fires {units.prom_duration(cfg.for_)} after crossing "
-            f"{bits} by {MARGIN:.0%}",
-            at(1 + MARGIN),
-            firing(),
-        ),
-        (f"{alert.name} stays silent {MARGIN:.0%} below {bits}", at(1 - MARGIN)),
-    )
+    out: list[Case] = []
+    crossed = [None] if thresholds is None else ctx.standby_tiers
+    for tier in crossed:
+        sc = base
+        if tier is not None and thresholds is not None:
+            sc = Scenario(ctx, cfg, timeline.steps, per_pod=True, tier=tier,
+                          threshold=thresholds[tier])  # fmt: skip
+        bits = units.human_bits(sc.threshold)
+        who = "" if tier is None else f" for a {tier} pod"
+        out += ctx.fires_then_silent(
+            alert,
+            timeline,
+            (
+                f"{alert.name} fires {units.prom_duration(cfg.for_)} after crossing "
+                f"{bits} by {MARGIN:.0%}{who}",
+                at(sc, 1 + MARGIN),
+                firing(tier),
+            ),
+            (f"{alert.name} stays silent {MARGIN:.0%} below {bits}{who}", at(sc, 1 - MARGIN)),
+        )
     window = _window_case(ctx, alert, cfg, firing(), per_pod=per_pod)
     if window is not None:
         out.append(window)
-    out += _holding_cases(ctx, alert, cfg, t0, timeline.fire, per_pod=per_pod, firing=firing)
+    out += _holding_cases(ctx, alert, cfg, t0, timeline.fire, per_pod=per_pod, firing=firing,
+                          thresholds=thresholds)  # fmt: skip
     out += [
         _outage_case(
             ctx, alert, cfg, t0, timeline.fire, exporter=exporter, per_pod=per_pod, firing=firing()
@@ -333,6 +377,7 @@ def _holding_cases(
     *,
     per_pod: bool,
     firing: Callable[[str | None], list[dict[str, Any]]],
+    thresholds: Mapping[str, int] | None = None,
 ) -> list[Case]:
     """Cases that must keep firing from ``fire`` on; kube_pod_labels appears at ``t0``."""
     s_ms, e_ms = ctx.scrape_ms, ctx.eval_ms
@@ -345,7 +390,8 @@ def _holding_cases(
     # interval instead of one and a half: it reads (W - 1.5 S)/W of the true rate for an
     # evaluation. The traffic sits halfway between the threshold and the rate that reading
     # would need, so only keep_firing_for holds the alert through it.
-    hold = sc.constant((1 + cfg.window / (cfg.window - 1.5 * s_ms)) / 2)
+    holding = (1 + cfg.window / (cfg.window - 1.5 * s_ms)) / 2
+    hold = sc.constant(holding)
     evals = range(fire, end + 1, e_ms)
     out: list[Case] = []
 
@@ -377,11 +423,14 @@ def _holding_cases(
     unplanned = [t for t in ctx.standby_tiers if t not in sc.tiers]
     old, new = sc.tiers[-1], (unplanned or sc.tiers)[0]
     if old != new:
+        if thresholds is not None:  # over the threshold of either tier
+            most = max(thresholds[old], thresholds[new])
+            sc = Scenario(ctx, cfg, steps, per_pod=per_pod, threshold=most)
         pod = sc.pods[0][0]
         switch = (event, event + 1)  # replica 0 sees the relabel one scrape before replica 1
         inputs = []
         for p, tier in sc.pods:
-            inputs += sc.counters(p, hold)
+            inputs += sc.counters(p, sc.constant(holding))
             if p != pod:
                 inputs += ctx.labels_series(p, tier, gauge(steps, on))
         before = ctx.labels_series(pod, old, [gauge(steps, on, off=sw) for sw in switch])

@@ -21,6 +21,7 @@ class Watch:
     threshold: float  # bit/s
     window_s: float
     for_s: float
+    tier: str | None = None  # per pod: the takeover tier, whose threshold this is
 
 
 def _when(plan: FailoverPlan, w: Watch, level: float) -> str:
@@ -43,7 +44,8 @@ def line(plan: FailoverPlan, w: Watch) -> str:
     e = plan.egress
     steady = min(e.per_pod, e.cap) if w.per_pod else min(e.per_pod, e.cap) * e.replicas
     burst = min(e.burst_per_pod, e.cap) if w.per_pod else min(e.burst_per_pod, e.cap) * e.replicas
-    what = "each standby pod" if w.per_pod else "the standby tiers together"
+    pod = f"each {w.tier} pod" if w.tier else "each standby pod"
+    what = pod if w.per_pod else "the standby tiers together"
     head = (
         f"{w.alert} ({what} above {units.human_bits(w.threshold)} for "
         f"{units.human_seconds(w.for_s)}): the takeover sends {units.human_bits(steady)}"

@@ -153,6 +153,7 @@ def failover_panels(plan: Plan, ctx: Context) -> list[PanelDef]:
 
 def _egress(plan: Plan, ctx: Context, tier: str, egress_bps: int) -> PanelDef:
     high = settings(plan.alerts, bandwidth_high.SETTINGS)
+    threshold = bandwidth_high.thresholds(plan, high)[tier]
     e = plan.failover.egress
     takeover = (
         (_line(min(e.per_pod, e.cap), f"PLAN.md takeover per pod: {_bits(min(e.per_pod, e.cap))}"),)
@@ -174,7 +175,7 @@ def _egress(plan: Plan, ctx: Context, tier: str, egress_bps: int) -> PanelDef:
         f"QoS cap per pod ({_bits(egress_bps)}, tiers.{tier}.egress) and the link "
         f"({_bits(plan.link_bps)}, network.link){said}. The dashed line is "
         f"InferenceBandwidthHigh's threshold: it pages for a pod above "
-        f"{_bits(high.threshold)} for {units.prom_duration(high.for_)}; "
+        f"{_bits(threshold)} for {units.prom_duration(high.for_)} (this tier's threshold); "
         "FailoverBandwidthSpike watches all tiers together.",
         "bps",
         (
@@ -185,7 +186,7 @@ def _egress(plan: Plan, ctx: Context, tier: str, egress_bps: int) -> PanelDef:
             *takeover,
         ),
         12,
-        threshold=high.threshold,
+        threshold=threshold,
     )
 
 

@@ -79,9 +79,10 @@ def _takeover(plan: Plan) -> list[str]:
 def _expect(plan: Plan) -> list[str]:
     high = settings(plan.alerts, bandwidth_high.SETTINGS)
     spike = settings(plan.alerts, failover_spike.SETTINGS)
+    tier = plan.failover.egress.tier
     watches = [
-        expect.Watch("InferenceBandwidthHigh", True, high.threshold, high.window / 1000,
-                     high.for_ / 1000),
+        expect.Watch("InferenceBandwidthHigh", True, bandwidth_high.thresholds(plan, high)[tier],
+                     high.window / 1000, high.for_ / 1000, tier),
         expect.Watch("FailoverBandwidthSpike", False, spike.threshold, spike.window / 1000,
                      spike.for_ / 1000),
     ]  # fmt: skip

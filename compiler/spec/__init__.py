@@ -7,9 +7,11 @@ from compiler.spec.alerts import (
     Alerts,
     DurationAlert,
     RateAlert,
+    TierRateAlert,
     duration_alert,
     rate_alert,
     settings,
+    tier_rate_alert,
     with_settings,
 )
 from compiler.spec.cron import cron_longest_gap
@@ -61,6 +63,7 @@ __all__ = [
     "SecretCredentials",
     "StandbySpec",
     "StoreCredentials",
+    "TierRateAlert",
     "TrustFile",
     "Verify",
     "cron_longest_gap",
@@ -68,6 +71,7 @@ __all__ = [
     "json_schema",
     "rate_alert",
     "settings",
+    "tier_rate_alert",
     "with_alerts",
     "with_settings",
 ]

@@ -9,11 +9,21 @@ package sits below the alerts, so it never names one."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, create_model
 
-from compiler.spec.types import BitsPerSecond, Labels, Millis, Model, Url, between
+from compiler.spec.types import (
+    BitsPerSecond,
+    Labels,
+    Millis,
+    Model,
+    Ratio,
+    TierName,
+    Url,
+    between,
+)
 
 Severity = Literal["info", "warning", "critical"]
 
@@ -33,6 +43,36 @@ class RateAlert(Model):
         "sample and would resolve the alert mid-incident. Default: two scrape intervals; "
         "0s turns it off",
     )
+
+
+class TierRateAlert(RateAlert):
+    """A threshold per standby tier over a rate window (each pod's egress): by default a
+    share of what the tier may send, its QoS cap per pod (or the link, where lower)."""
+
+    threshold: BitsPerSecond | None = Field(  # type: ignore[assignment]
+        None,
+        description="one threshold for the pods of every tier; each tier's own "
+        "(thresholds) wins over it. Default: share x each tier's egress",
+    )
+    share: Ratio = Field(
+        Fraction(85, 100),
+        description="the default threshold of a tier: this share of its egress per pod "
+        "(tiers.<tier>.egress, or network.link where lower; the link for a tier the spec "
+        "gives no egress). A pod cannot send more than its cap, and a threshold far below "
+        "it pages on a normal takeover",
+    )
+    thresholds: dict[TierName, BitsPerSecond] = Field(
+        default_factory=dict, description="a tier's own threshold, over share and threshold"
+    )
+
+    def for_tier(self, tier: TierName, egress_bps: int | None, link_bps: int) -> int:
+        """The threshold of ``tier``'s pods (``egress_bps``: its cap per pod, None: none)."""
+        if tier in self.thresholds:
+            return self.thresholds[tier]
+        if self.threshold is not None:
+            return self.threshold
+        cap = link_bps if egress_bps is None else min(egress_bps, link_bps)
+        return int(cap * self.share)
 
 
 class DurationAlert(Model):
@@ -61,7 +101,7 @@ class Alerts(Model):
     # One field per alert module, added by ``with_settings``.
 
 
-Settings = RateAlert | DurationAlert
+Settings = RateAlert | TierRateAlert | DurationAlert
 S = TypeVar("S", bound=Model)
 
 
@@ -87,6 +127,16 @@ def rate_alert(
         _named(key), __base__=RateAlert, __module__=__name__,
         threshold=(BitsPerSecond, threshold), window=(Millis, window),
         for_=(Millis, Field(for_, alias="for")), severity=(Severity, severity),
+    )  # fmt: skip
+
+
+def tier_rate_alert(key: str, *, window: int, for_: int, severity: Severity) -> type[TierRateAlert]:
+    """The settings of the alert ``spec.alerts.<key>`` on a threshold per tier over a rate
+    window, named as ``duration_alert`` names them."""
+    return create_model(
+        _named(key), __base__=TierRateAlert, __module__=__name__,
+        window=(Millis, window), for_=(Millis, Field(for_, alias="for")),
+        severity=(Severity, severity),
     )  # fmt: skip
 
 

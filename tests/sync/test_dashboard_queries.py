@@ -201,16 +201,20 @@ def backfilled(tmp_path: Path) -> Iterator[Callable[[Path], tuple[Prometheus, fl
 
 def _rule_numbers(directory: Path, name: str) -> dict[str, tuple[float, float]]:
     """alert -> (the number it compares with, its ``for`` in seconds), from the compiled
-    PrometheusRule."""
+    PrometheusRule; an alert with a branch per tier as ``<alert>/<tier>`` for each."""
     obj = yaml.safe_load((directory / f"prometheusrule-{name}-failover.yaml").read_text())
     out = {}
     for rule in obj["spec"]["groups"][0]["rules"]:
         if "alert" not in rule:
             continue
         code = "\n".join(line for line in rule["expr"].splitlines() if not line.startswith("#"))
+        for_s = _seconds(rule["for"])
         found = NUMBER.findall(code)
-        out[rule["alert"]] = (float(found[0]) if len(found) == 1 else math.nan,
-                              _seconds(rule["for"]))  # fmt: skip
+        out[rule["alert"]] = (float(found[0]) if len(found) == 1 else math.nan, for_s)
+        for branch in code.split("\nor\n") if "\nor\n" in code else ():
+            tier, numbers = re.search(r'="(hot|warm|cold)"\}', branch), NUMBER.findall(branch)
+            if tier is not None and len(numbers) == 1:
+                out[f"{rule['alert']}/{tier.group(1)}"] = (float(numbers[0]), for_s)
     return out
 
 
@@ -267,7 +271,8 @@ def test_every_panel_query_returns_the_series_the_generated_cases_use(
             assert len(steps) == 1, panel["title"]  # no line drawn
             continue
         alert, what = dashed.groups()
-        threshold, for_s = rules[alert]
+        tier = panel["title"].partition(":")[0]
+        threshold, for_s = rules.get(f"{alert}/{tier}", rules[alert])
         assert [s["value"] for s in steps] == [None, threshold if what == "threshold" else for_s]
         checked.append(alert)
     assert {"InferenceBandwidthHigh", "FailoverBandwidthSpike", "HotTierBelowReplicas"} <= set(
