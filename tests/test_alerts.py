@@ -23,7 +23,7 @@ from compiler.plan import build
 from compiler.spec import Alerts, DurationAlert, RateAlert, settings
 from tests.conftest import CASES, OUT, REPO
 
-SHARED = {"evaluation_interval", "scrape_interval", "runbook_base_url", "rule_labels"}
+SHARED = {"evaluation_interval", "scrape_interval", "runbook_base_url", "out_url", "rule_labels"}
 
 
 def test_registry_and_spec_agree() -> None:

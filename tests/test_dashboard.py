@@ -122,11 +122,13 @@ def test_off_emits_no_dashboard_and_changes_nothing_else(tmp_path: Path) -> None
     files_off = {p.relative_to(off).as_posix() for p in off.rglob("*") if p.is_file()}
     assert files_on - files_off == {CONFIGMAP}
     assert files_off - files_on == set()
-    for rel in sorted(files_off - {"n/e/kustomization.yaml", "n/e/PLAN.md"}):
+    for rel in sorted(files_off - {"n/e/kustomization.yaml", "n/e/PLAN.md", "n/e/RUNBOOK.md"}):
         assert (on / rel).read_bytes() == (off / rel).read_bytes(), rel
     assert "dashboard" not in (off / "n/e/kustomization.yaml").read_text()
     assert "Grafana dashboard" in (on / "n/e/PLAN.md").read_text()
     assert "Grafana dashboard" not in (off / "n/e/PLAN.md").read_text()
+    assert "the dashboard is `n_e`" in (on / "n/e/RUNBOOK.md").read_text()
+    assert "dashboard" not in (off / "n/e/RUNBOOK.md").read_text()
 
 
 @pytest.mark.parametrize("spec", ["inference-engine", "grpc-llm"])

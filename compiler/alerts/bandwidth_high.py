@@ -39,6 +39,16 @@ def build(ctx: Context) -> Alert | None:
         for_ms=cfg.for_,
         keep_firing_ms=rate.keep_firing(ctx, cfg),
         labels={**ctx.base_labels, "severity": cfg.severity},
+        actions=(
+            f"{ctx.look('egress panel of its tier')}: one pod above its threshold "
+            "while the others are not is that pod's own traffic (a client pinned to it, a "
+            "runaway stream); the whole tier above it is a takeover larger than PLAN.md plans.",
+            'During a failover, read PLAN.md\'s "During a planned failover, expect" line for '
+            "this alert: if it says the takeover fires it, this is that, and it ends about a "
+            "window after the failed pod's replacement serves.",
+            "A tier whose pods stay near their cap needs more replicas (tiers.<tier>.replicas); "
+            "raising tiers.<tier>.egress raises the cap and, by default, this threshold too.",
+        ),
         annotations=ctx.annotations(
             "InferenceBandwidthHigh",
             "Pod {{ $labels.pod }} sends more than its tier's threshold",

@@ -105,6 +105,7 @@ class Alert:
     annotations: dict[str, str]
     cases: list[Case] = field(default_factory=list)
     keep_firing_ms: int = 0  # keep_firing_for; 0: not emitted
+    actions: tuple[str, ...] = ()  # what the on-call engineer does, for RUNBOOK.md
     records: tuple[Record, ...] = ()  # what the alert reads, recorded in its group
 
 
@@ -157,6 +158,21 @@ def counter_values(
     return " ".join(tokens)
 
 
+RUNBOOK = "RUNBOOK.md"  # beside PLAN.md: a section per alert (compiler.render.runbook)
+PLACEHOLDER_RUNBOOKS = "https://runbooks.example.com/standbyc"  # where nothing is
+
+
+def runbook_url(plan: Plan, alert: str) -> str:
+    """The spec's own runbooks, else the alert's section of RUNBOOK.md where out/ is
+    browsed, else the placeholder (which compile warns about)."""
+    a = plan.alerts
+    if a.runbook_base_url:
+        return f"{a.runbook_base_url.rstrip('/')}/{alert}"
+    if a.out_url:
+        return f"{a.out_url.rstrip('/')}/{plan.namespace}/{plan.name}/{RUNBOOK}#{alert.lower()}"
+    return f"{PLACEHOLDER_RUNBOOKS}/{alert}"
+
+
 class Context:
     """What every alert module builds from: the plan, and the expression and test helpers."""
 
@@ -172,7 +188,13 @@ class Context:
         self.tier_key = plan.engine.ksm_tier
         self.engine_labels = plan.engine.ksm_selector
         self.base_labels = {"standbyc_spec": plan.name}
-        self.runbook = plan.alerts.runbook_base_url.rstrip("/")
+
+    def look(self, panel: str) -> str:
+        """Where an on-call engineer looks: the dashboard's ``panel``, or without one the
+        query below in Prometheus."""
+        if self.plan.dashboard.enabled:
+            return f"Open the dashboard's {panel}"
+        return "Run the query below in Prometheus, without its comparison"
 
     def settings(self, cls: type[S]) -> S:
         """The alert's own settings in the spec (the module's ``SETTINGS``)."""
@@ -337,7 +359,7 @@ class Context:
         return {
             "summary": summary,
             "description": description,
-            "runbook_url": f"{self.runbook}/{alert}",
+            "runbook_url": runbook_url(self.plan, alert),
         }
 
     def expected(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compiler import units
+from compiler import names, units
 from compiler.alerts import rate
 from compiler.alerts.base import Alert, Context
 from compiler.spec import rate_alert
@@ -33,6 +33,15 @@ def build(ctx: Context) -> Alert | None:
         for_ms=cfg.for_,
         keep_firing_ms=rate.keep_firing(ctx, cfg),
         labels={**ctx.base_labels, "severity": cfg.severity},
+        actions=(
+            f"{ctx.look('Failover row')}: the standby tiers' total against this "
+            "threshold and against the takeover PLAN.md expects.",
+            f"Look for a weight sync running at the same time: kubectl -n {ctx.ns} get jobs "
+            f"-l {names.TIER_LABEL} (each Job is limited to weightSync.bandwidthShare of its "
+            "tier's egress).",
+            f"Near the link ({units.human_bits(ctx.plan.link_bps)}) serving traffic suffers: "
+            "hold rollouts (pause Argo CD's automated sync) until the failover is over.",
+        ),
         annotations=ctx.annotations(
             "FailoverBandwidthSpike",
             f"Standby tiers of {ctx.plan.name} send more than {bits} together",

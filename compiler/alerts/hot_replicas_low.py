@@ -65,6 +65,15 @@ def build(ctx: Context) -> Alert | None:
             "namespace": ctx.ns,
             "tier": "hot",
         },
+        actions=(
+            f"kubectl -n {ctx.ns} get pods -l {_hot_selector(ctx)}: which hot pods are not "
+            "ready; kubectl describe pod <pod> says why (scheduling, image, probe).",
+            "If they are running and ready, kube-state-metrics lacks the allowlist "
+            "(StandbyTierLabelsMissing fires too): run it with "
+            f"{ctx.plan.engine.allowlist_flag}.",
+            "Until they are back, PLAN.md's timelines for the other tiers are what a failover "
+            "costs now.",
+        ),
         annotations=ctx.annotations(
             "HotTierBelowReplicas",
             f"Hot tier of {ctx.plan.name} has fewer than {hot.replicas} ready pods",
@@ -77,6 +86,12 @@ def build(ctx: Context) -> Alert | None:
     )
     _cases(ctx, alert, hot.replicas, cfg.for_)
     return alert
+
+
+def _hot_selector(ctx: Context) -> str:
+    """The hot pods as kubectl selects them."""
+    (hot,) = [t for t in ctx.plan.tiers if t.name == "hot"]
+    return ",".join(f"{k}={v}" for k, v in hot.selector.items())
 
 
 def _landing(ctx: Context, wanted: int) -> str:

@@ -29,6 +29,12 @@ def build(ctx: Context) -> Alert | None:
         ),
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
+        actions=(
+            f"Run kube-state-metrics with {flag} (every spec's labels: standbyc compile "
+            "prints the one flag for all of them).",
+            f"kubectl -n {ctx.ns} get pods --show-labels: the engine's pods must carry "
+            f"{ctx.plan.engine.tier_label!r} and the engine's selector labels.",
+        ),
         annotations=ctx.annotations(
             "StandbyTierLabelsMissing",
             f"kube-state-metrics shows no pod of {ctx.plan.name} with its tier label",

@@ -80,6 +80,16 @@ def build(ctx: Context) -> Alert | None:
         expr=expr,
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
+        actions=(
+            f"kubectl -n {ctx.ns} logs job/<job_name>: the last lines say what failed; the "
+            "exit code (kubectl get job <job_name> -o yaml) is in standbyc weights sync "
+            "--help (8: a refused signature, 5: engines that did not load it, 4: the store "
+            "unreachable).",
+            "The tier keeps the weights it held; StandbyWeightsBehind says whether it is behind.",
+            "Fix the cause, then run the sync again: an Argo CD sync runs its hook again; "
+            "with the schedule trigger the next run does. A later Job of the tier that "
+            "succeeds ends this alert.",
+        ),
         annotations=ctx.annotations(
             "WeightSyncJobFailed",
             "Weight sync Job {{ $labels.job_name }} failed",

@@ -52,6 +52,14 @@ def build(ctx: Context) -> Alert | None:
         ),
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
+        actions=(
+            f"kubectl -n {ctx.ns} get jobs -l {names.TIER_LABEL}=<tier>: has the tier's "
+            "weight-sync Job for this generation run, and did it succeed "
+            "(WeightSyncJobFailed)?",
+            "If no Job ran: the spec's new generation has not been synced to the cluster "
+            "(Argo CD: the app's last sync; the schedule trigger: the CronJob's next run).",
+            "Until it catches up, a failover to this tier serves the older generation.",
+        ),
         annotations=ctx.annotations(
             "StandbyWeightsBehind",
             f"Tier {{{{ $labels.tier }}}} of {ctx.plan.name} holds an older model",

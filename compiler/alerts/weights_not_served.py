@@ -43,6 +43,12 @@ def build(ctx: Context) -> Alert | None:
         ),
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
+        actions=(
+            f"kubectl -n {ctx.ns} logs job/<the tier's weight-sync Job>: it names the pods "
+            "that did not load the generation, and why.",
+            "Restart those pods (they load the generation on the volume when they start), "
+            "or run the Job again.",
+        ),
         annotations=ctx.annotations(
             "StandbyServingOldWeights",
             f"Tier {{{{ $labels.tier }}}} of {ctx.plan.name} serves older weights than it holds",

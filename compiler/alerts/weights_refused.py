@@ -41,6 +41,15 @@ def build(ctx: Context) -> Alert | None:
         ),
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
+        actions=(
+            "Do not sign or republish to silence it: find who wrote the generation to the "
+            "store, and whether the publisher signed it with the key or identity in "
+            "spec.weightSync.verify.",
+            f"kubectl -n {ctx.ns} logs job/<the tier's weight-sync Job>: it says why the "
+            "signature was refused.",
+            "The tier keeps serving what it held; once a correctly signed generation is "
+            "published, the next sync takes it.",
+        ),
         annotations=ctx.annotations(
             "StandbyWeightsRefused",
             f"Tier {{{{ $labels.tier }}}} of {ctx.plan.name} refused unsigned weights",

@@ -32,6 +32,13 @@ def build(ctx: Context) -> Alert | None:
         ),
         for_ms=cfg.for_,
         labels={**ctx.base_labels, "severity": cfg.severity},
+        actions=(
+            f"kubectl -n {ctx.ns} get jobs,cronjobs -l {names.TIER_LABEL}=<tier>: has the "
+            "tier's weight-sync Job (or the weight-report CronJob) run since the Pushgateway "
+            "started?",
+            "Check that Prometheus scrapes the Pushgateway with honor_labels: true (the "
+            "pushed tier label would be renamed otherwise).",
+        ),
         annotations=ctx.annotations(
             "StandbyWeightsUnreported",
             f"Tier {{{{ $labels.tier }}}} of {ctx.plan.name} reports no weights generation",

@@ -13,6 +13,7 @@ from compiler import units
 from compiler.alerts import build_all
 from compiler.emitted import Emitted
 from compiler.plan import Plan
+from compiler.render import runbook
 from compiler.render.base import Renderer, filename
 
 KIND = "PrometheusRule"
@@ -52,7 +53,10 @@ def render(plan: Plan, r: Renderer) -> list[Emitted]:
     }
     obj = r.render("prometheusrule.yaml.j2", context, KIND)
     # prometheus-operator loads the rule only where its labels match ruleSelector.
-    out = [Emitted(filename(KIND, name), obj, labels=dict(plan.alerts.rule_labels))]
+    out = [
+        Emitted(filename(KIND, name), obj, labels=dict(plan.alerts.rule_labels)),
+        runbook.render(plan, r, defined),
+    ]
     (group,) = obj["spec"]["groups"]
     emitted_records, emitted_alerts = group["rules"][: len(records)], group["rules"][len(records) :]
     evaluation = _seconds(plan.alerts.evaluation_interval)

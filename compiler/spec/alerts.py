@@ -90,7 +90,19 @@ Interval = Annotated[Millis, between(1000, 3600_000)]
 class Alerts(Model):
     evaluation_interval: Interval = 30_000
     scrape_interval: Interval = 30_000
-    runbook_base_url: Url = "https://runbooks.example.com/standbyc"
+    runbook_base_url: Url | None = Field(
+        None,
+        description="where your own runbooks are: each alert's runbook_url is <this>/<alert "
+        "name>. Default: the alert's section of the RUNBOOK.md compiled beside PLAN.md, "
+        "browsed at outUrl",
+    )
+    out_url: Url | None = Field(
+        None,
+        description="where out/ is browsed on the web, such as "
+        "https://github.com/acme/gitops/blob/main/out: each alert's runbook_url points at "
+        "its section of this spec's RUNBOOK.md there. Without it (or runbookBaseUrl) the "
+        "links go to runbooks.example.com, where nothing is, and compile warns",
+    )
     rule_labels: Labels = Field(
         default_factory=lambda: {"release": "kube-prometheus-stack"},
         description="labels on the PrometheusRule; a Prometheus run by prometheus-operator "

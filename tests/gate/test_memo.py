@@ -65,7 +65,7 @@ def test_a_changed_byte_runs_again_and_failures_are_never_remembered(
 ) -> None:
     assert run_gate(tree, schema_dir=validators, display_root="out").ok
     rules = tree / SPEC / "tests/inference-bandwidth-high.rules.yaml"
-    rules.write_text(rules.read_text().replace(") * 8 > 10000000000", ") > 10000000000"))
+    rules.write_text(rules.read_text().replace(") * 8 > 21250000000", ") > 21250000000"))
     for _ in range(2):
         report = run_gate(tree, schema_dir=validators, display_root="out")
         assert not report.ok
@@ -82,7 +82,7 @@ def test_a_changed_rule_is_read_again_and_its_stale_copies_are_reported(
     and every copy is then reported stale, on every run."""
     assert run_gate(tree, schema_dir=validators, display_root="out").ok
     rule = tree / SPEC / "prometheusrule-inference-engine-failover.yaml"
-    rule.write_text(rule.read_text().replace(") * 8 > 10000000000", ") * 8 > 20000000000"))
+    rule.write_text(rule.read_text().replace(") * 8 > 21250000000", ") * 8 > 42500000000"))
     for _ in range(2):
         report = run_gate(tree, schema_dir=validators, display_root="out")
         assert not report.ok
@@ -104,7 +104,7 @@ def test_two_rules_in_one_file_are_checked_against_their_copies_apart(
     second = second.replace("name: inference-engine-failover", "name: inference-engine-b")
     rule.write_text(f"{text}---\n{second}")
     copy = tree / SPEC / "tests/inference-bandwidth-high.rules.yaml"
-    stale = copy.read_text().replace(group, f"{group}-b").replace(") * 8 > 1", ") * 8 > 2")
+    stale = copy.read_text().replace(group, f"{group}-b").replace(") * 8 > 2", ") * 8 > 3")
     (tree / SPEC / "tests/b.rules.yaml").write_text(stale)
     for _ in range(2):
         report = run_gate(tree, schema_dir=validators, display_root="out")
