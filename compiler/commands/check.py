@@ -105,6 +105,11 @@ class CheckOutcome:
         # A missed objective is said at every commit, and refuses it where the spec (its
         # failover.strict) asks: compile would not write such a tree either.
         lines = [f"{severity}: {m}" for severity, m in r.objectives()]
+        if lines:
+            lines.append(
+                "PLAN.md beside each spec's objects shows the timelines and what would meet "
+                "the objective (pre-commit run standbyc-check --all-files repeats this)"
+            )
         if stale := r.changes.paths:
             files = "1 file differs" if len(stale) == 1 else f"{len(stale)} files differ"
             lines.append(f"{r.out}/ is stale ({files}); run: standbyc compile")

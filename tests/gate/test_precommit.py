@@ -70,8 +70,9 @@ class HookRepo:
 
 
 def _run_hook(
-    hooks: HookRepo, consumer: Path, hook: str, schema_dir: Path
+    hooks: HookRepo, consumer: Path, hook: str, schema_dir: Path, *flags: str
 ) -> subprocess.CompletedProcess[str]:
+    """``pre-commit run`` of ``hook`` over every file (``flags``: default ``--verbose``)."""
     pre_commit = Path(sys.executable).with_name("pre-commit")
     if not pre_commit.exists():
         pytest.fail("pre-commit is not installed in this venv: pip install -e '.[dev]'")
@@ -88,7 +89,7 @@ def _run_hook(
         "STANDBYC_SCHEMA_DIR": str(schema_dir),
     }
     return subprocess.run(
-        [str(pre_commit), "run", hook, "--all-files", "--verbose"],
+        [str(pre_commit), "run", hook, "--all-files", *(flags or ("--verbose",))],
         cwd=consumer,
         env=env,
         capture_output=True,
@@ -164,6 +165,32 @@ def test_check_hook_passes_when_fresh_and_fails_when_stale(
     assert "Failed" in stale.stdout
     assert "+      bandwidth: 20G" in stale.stdout
     assert "out/ is stale" in stale.stdout
+
+
+def test_check_hook_says_a_missed_objective_at_every_commit(
+    hook_repo: HookRepo, tmp_path: Path, validators: Path
+) -> None:
+    """A missed objective is a warning, and the hook passes: pre-commit shows a passing
+    hook's output only when the hook is verbose, so the hook says it is."""
+    consumer = tmp_path / "consumer"
+    consumer.mkdir()
+    shutil.copytree(REPO / "specs", consumer / "specs")
+    spec = consumer / "specs" / "inference-engine.yaml"
+    spec.write_text(spec.read_text().replace("    rto: 2m\n", "    rto: 1s\n"))
+    compiled = subprocess.run(
+        [sys.executable, "-m", "compiler", "compile", "--no-validate"],
+        cwd=consumer, env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert compiled.returncode == 0, compiled.stderr
+    _git(consumer, "init", "-q", "-b", "main")
+    _git(consumer, "add", "-A")
+    _git(consumer, "commit", "-qm", "specs and out")
+    run = _run_hook(hook_repo, consumer, "standbyc-check", validators, "--color=never")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Passed" in run.stdout
+    assert "objective missed: node loss serves again after" in run.stdout
+    assert "PLAN.md beside each spec's objects shows the timelines" in run.stdout
 
 
 def test_the_readme_snippet_works_from_a_separate_repository(
