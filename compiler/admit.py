@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from compiler import alerts, engines, names, units
+from compiler import alerts, engines, names, units, unset
 from compiler.errors import Diagnostic, Location, SpecError
 from compiler.gate import DEFAULT_KUBE_VERSIONS
 from compiler.load import LoadedSpec, PathKey, Problem, dotted_path
@@ -412,13 +412,7 @@ def _warnings(spec: StandbySpec, data: Any) -> list[Problem]:
         )  # fmt: skip
     out += [(path, hint) for path in BANDWIDTH_FIELDS if (hint := written_in_bytes(data, path))]
     out += alerts.bandwidth_high.problems(s)
-    if s.alerts.runbook_base_url is None and s.alerts.out_url is None:
-        out.append(
-            (("spec", "alerts"), "spec.alerts.outUrl is not set: every alert's runbook_url "
-             "points at runbooks.example.com, where nothing is; set it to where out/ is "
-             "browsed (https://github.com/<org>/<repo>/blob/main/out) and the alerts link to "
-             "their section of the RUNBOOK.md compiled beside PLAN.md")
-        )  # fmt: skip
+    out += unset.problems(data)
     synced = any(t.replicas and name in ws.tiers for name, t in s.tiers.items())
     if synced and ws.verify is None:
         out.append(

@@ -11,8 +11,9 @@ from typing import Any
 from xml.etree import ElementTree
 
 from compiler import units
-from compiler.admit import BANDWIDTH_FIELDS, json_schema
+from compiler.admit import BANDWIDTH_FIELDS, admit, json_schema
 from compiler.api import compile_tree
+from compiler.load import load_text
 from tests.conftest import run_cli
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -167,3 +168,17 @@ def test_every_bandwidth_a_spec_writes_in_bytes_is_said_to_be_bytes() -> None:
     wanted = _bandwidth_paths(json_schema())
     assert wanted, "the schema names no bandwidth: the walk is wrong"
     assert wanted == set(BANDWIDTH_FIELDS)
+
+
+def test_a_size_or_link_left_to_the_seed_is_said() -> None:
+    """A spec without model.size or network.link got the seed's 14 GiB and 100 Gbit/s
+    without a word, sizing its claim, deadlines and plan for another model."""
+    bare = "apiVersion: standbyc.dev/v1alpha1\nkind: StandbySpec\nmetadata: {name: m}\n"
+    said = {w.location.path: w.message for w in admit(load_text(bare, "m.yaml")).warnings}
+    assert said["spec.model.size"].startswith("spec.model.size is not set: the seed's 14 GiB")
+    assert said["spec.network.link"].startswith(
+        "spec.network.link is not set: the seed's 100 Gbit/s"
+    )
+    sized = bare + "spec:\n  model: {size: 42GiB}\n  network: {link: 200Gbit/s}\n"
+    said = {w.location.path for w in admit(load_text(sized, "m.yaml")).warnings}
+    assert not {"spec.model.size", "spec.network.link"} & said

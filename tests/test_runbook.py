@@ -52,7 +52,7 @@ def _urls_and_warnings(alerts: str) -> tuple[set[str], list[str]]:
     admitted = admit(load_text(HEAD + alerts, "spec.yaml"))
     plan = build(admitted.spec, "spec.yaml")
     urls = {a.annotations["runbook_url"].rsplit("/", 1)[0] for a in build_all(plan)}
-    return urls, [w.message for w in admitted.warnings if w.location.path == "spec.alerts"]
+    return urls, [w.message for w in admitted.warnings if w.location.path.startswith("spec.alerts")]
 
 
 def test_the_placeholder_is_warned_about_and_a_spec_s_own_runbooks_win() -> None:
