@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -308,7 +309,7 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
                 waited += seconds
                 todo = memo.settle(ran)
             t0 = time.perf_counter()
-            dry, dry_status = served.result() if served is not None else (EMPTY, "")
+            dry, dry_status = _result(served) if served is not None else (EMPTY, "")
             waited += time.perf_counter() - t0
         except BaseException:
             # Ctrl-C, SIGTERM or a failure here: the API server step ends now (its servers
@@ -353,6 +354,15 @@ def _validate(setup: _Setup, started: float, cpu_started: float, children_starte
     )
 
 
+def _result(future: Future[_T]) -> _T:
+    """``future.result()``, waking every half second: a signal (Ctrl-C, SIGTERM) may be
+    taken by any thread, and the main thread, which alone raises for it, runs its handler
+    only once it wakes; a wait on a lock alone would not wake for it."""
+    while not future.done():
+        wait_futures([future], timeout=0.5)
+    return future.result()
+
+
 def _run_tools(setup: _Setup, todo: Work, tmp: Path) -> tuple[Ran, float]:
     """Every validator over ``todo``, concurrently: one kubeconform per Kubernetes version,
     promtool's unit tests in batches (one process per core), Kyverno, and promtool check
@@ -368,7 +378,7 @@ def _run_tools(setup: _Setup, todo: Work, tmp: Path) -> tuple[Ran, float]:
         nonlocal waited
         t0 = time.perf_counter()
         try:
-            return future.result()
+            return _result(future)
         finally:
             waited += time.perf_counter() - t0
 
