@@ -144,7 +144,7 @@ def test_validate_junit_end_to_end(validators: Path, tmp_path: Path) -> None:
     tree = tmp_path / "out"
     shutil.copytree(OUT, tree)
     rules = tree / SPEC / "tests/inference-bandwidth-high.rules.yaml"
-    rules.write_text(rules.read_text().replace(") * 8 > 10000000000", ") > 10000000000"))
+    rules.write_text(rules.read_text().replace(") * 8 > 21250000000", ") > 21250000000"))
     cm = tree / SPEC / "configmap-inference-engine-connection-pool.yaml"
     cm.write_text(cm.read_text().replace("kind: ConfigMap", "kind: ConfigMapx"))
     result = run_cli(
