@@ -38,8 +38,8 @@ def test_a_missed_objective_is_counted_and_heads_plan_md(tmp_path: Path) -> None
     assert "warning: " in result.err
     assert "objective missed: node loss serves again after 57.00 s" in result.err
     assert result.out.rstrip().endswith(
-        "validation skipped (--no-validate); 2 warnings (1 missed failover objective(s), "
-        "1 from the specs (on stderr))"  # the spec's own: weightSync.verify is not set
+        "validation skipped (--no-validate); 5 warnings (1 missed failover objective(s), "
+        "4 from the specs (on stderr))"  # the spec's own: no verify, size, link or outUrl
     )
     plan = (tmp_path / "out/ml/solo/PLAN.md").read_text().split("\n")
     assert plan[1] == "# Failover plan: ml/solo: OBJECTIVE MISSED"  # [0]: the generated header
@@ -56,7 +56,8 @@ def test_the_verdict_line_counts_every_warning(tmp_path: Path) -> None:
     match = re.fullmatch(r"PASSED: 0 errors, (\d+) warnings \((.*)\)", verdict)
     assert match, verdict
     assert "1 missed failover objective(s)" in match.group(2)
-    assert "2 from the specs (on stderr)" in match.group(2)  # no namespace; no verify
+    # no namespace, verify, size, link or outUrl
+    assert "5 from the specs (on stderr)" in match.group(2)
     assert result.err.count("warning: ") == int(match.group(1))
 
 
