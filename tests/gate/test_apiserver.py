@@ -331,7 +331,7 @@ def test_a_stopped_validate_leaves_no_server_and_nothing_the_next_start_keeps(  
     os.kill(proc.pid, signal.SIGCONT)  # it takes the stop now, its servers as they are
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err.decode()
-    assert time.monotonic() - stopped < 5
+    assert time.monotonic() - stopped < 15  # the validators in flight finish first
     gone_by = time.monotonic() + 5
     while _servers_of(temp) and time.monotonic() < gone_by:
         time.sleep(0.1)
